@@ -1,0 +1,39 @@
+# Two commands matter: `make run` and `make test`. Everything else is a step of them.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: setup proto run test lint typecheck bench clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Regenerate the gRPC stubs from protos/ (never edit waybill/v1 by hand).
+proto: $(STAMP)
+	$(BIN)/python -m common.contracts
+
+run: setup proto
+	$(BIN)/python -m common.launch
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy common gateway services
+
+test: setup proto lint typecheck
+	$(BIN)/pytest -q
+
+bench: setup proto
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) .waybill

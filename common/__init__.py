@@ -1,0 +1,1 @@
+"""The one small package every Waybill service shares: settings, SQL, codecs, errors."""

@@ -1,0 +1,105 @@
+"""JSON and proto <-> dict conversion, and the small vocabulary shared on the wire."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from waybill.v1 import common_pb2
+
+# LangGraph Platform derives a graph's system assistant id as uuid5 of this and the graph id.
+NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+
+RUN_STATUS_NAMES = {
+    common_pb2.RUN_STATUS_PENDING: "pending",
+    common_pb2.RUN_STATUS_RUNNING: "running",
+    common_pb2.RUN_STATUS_SUCCESS: "success",
+    common_pb2.RUN_STATUS_ERROR: "error",
+    common_pb2.RUN_STATUS_TIMEOUT: "timeout",
+    common_pb2.RUN_STATUS_INTERRUPTED: "interrupted",
+}
+RUN_STATUS_VALUES = {name: value for value, name in RUN_STATUS_NAMES.items()}
+
+MULTITASK_NAMES = {
+    common_pb2.MULTITASK_STRATEGY_REJECT: "reject",
+    common_pb2.MULTITASK_STRATEGY_INTERRUPT: "interrupt",
+    common_pb2.MULTITASK_STRATEGY_ROLLBACK: "rollback",
+    common_pb2.MULTITASK_STRATEGY_ENQUEUE: "enqueue",
+}
+MULTITASK_VALUES = {name: value for value, name in MULTITASK_NAMES.items()}
+
+
+def system_assistant_id(graph_id: str) -> str:
+    return str(uuid.uuid5(NAMESPACE_GRAPH, graph_id))
+
+
+def _fallback(value: Any) -> Any:
+    """Serialize what orjson does not know: pydantic models, LangChain objects, sets."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    if hasattr(value, "_asdict"):
+        return value._asdict()
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: getattr(value, name) for name in value.__dataclass_fields__}
+    return repr(value)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
+
+
+def loads(data: bytes | str | None, default: Any = None) -> Any:
+    if not data:
+        return default
+    return orjson.loads(data)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat()
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def thread_to_dict(thread: common_pb2.Thread) -> dict[str, Any]:
+    return {
+        "thread_id": thread.thread_id,
+        "created_at": thread.created_at,
+        "updated_at": thread.updated_at,
+        "metadata": loads(thread.metadata_json, {}),
+        "status": thread.status,
+        "values": None,
+        "interrupts": {},
+    }
+
+
+def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "status": RUN_STATUS_NAMES.get(run.status, "pending"),
+        "metadata": loads(run.metadata_json, {}),
+        "kwargs": loads(run.kwargs_json, {}),
+        "multitask_strategy": MULTITASK_NAMES.get(run.multitask_strategy, "reject"),
+    }

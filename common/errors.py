@@ -1,0 +1,58 @@
+"""One table from gRPC status codes to HTTP status codes.
+
+Services report client mistakes with the codes on the left; the gateway answers
+with the code on the right and the service's message as `detail`. A client
+mistake never becomes a 5xx.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+GRPC_TO_HTTP: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 422,  # a field is malformed
+    grpc.StatusCode.FAILED_PRECONDITION: 400,  # well-formed but not allowed now/here
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,  # lost a race: thread busy, stale write
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+def http_status_for(code: grpc.StatusCode) -> int:
+    return GRPC_TO_HTTP.get(code, 500)
+
+
+class ServiceError(Exception):
+    """Raised by domain code; servicers turn it into a gRPC status."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def not_found(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.NOT_FOUND, message)
+
+
+def invalid(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def conflict(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.ALREADY_EXISTS, message)
+
+
+def refused(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.FAILED_PRECONDITION, message)
+
+
+def busy(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.ABORTED, message)

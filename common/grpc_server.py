@@ -1,0 +1,92 @@
+"""How every Waybill service runs: one gRPC server, the standard health service,
+and a graceful stop on SIGTERM (health goes NOT_SERVING, then in-flight calls
+get `shutdown_grace_seconds` to finish).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from common.errors import ServiceError
+
+log = logging.getLogger("waybill")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def translate_errors(handler: F) -> F:
+    """Turn a `ServiceError` raised by domain code into the gRPC status it names."""
+    if inspect.isasyncgenfunction(handler):
+
+        @functools.wraps(handler)
+        async def stream_wrapper(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
+            try:
+                async for item in handler(self, request, context):
+                    yield item
+            except ServiceError as error:
+                await context.abort(error.code, error.message)
+
+        return stream_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(handler)
+    async def unary_wrapper(self: Any, request: Any, context: Any) -> Any:
+        try:
+            return await handler(self, request, context)
+        except ServiceError as error:
+            await context.abort(error.code, error.message)
+
+    return unary_wrapper  # type: ignore[return-value]
+
+
+def configure_logging(service: str) -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def serve(
+    service: str,
+    address: str,
+    register: Callable[[grpc.aio.Server], None],
+    *,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+    grace_seconds: float = 10.0,
+) -> None:
+    """Run one service until SIGTERM/SIGINT, then stop it gracefully."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ]
+    )
+    register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    server.add_insecure_port(address)
+    await server.start()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(f"waybill.v1.{service}", health_pb2.HealthCheckResponse.SERVING)
+    log.info("%s serving on %s", service, address)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+    log.info("%s stopping (grace %.1fs)", service, grace_seconds)
+    await health_servicer.enter_graceful_shutdown()
+    if on_stop is not None:
+        await on_stop()
+    await server.stop(grace_seconds)
+    log.info("%s stopped", service)

@@ -1,0 +1,149 @@
+"""The embedded default: every service as a local process, one command.
+
+`python -m common.launch` (what `make run` runs) starts the five processes,
+waits until each answers its health check, prints the URL, and stops them all
+on Ctrl-C. If one dies, it says which and stops the rest. Tests use `Stack`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from common.settings import Settings
+
+# Start order: what a service needs is started before it.
+SERVICES = {
+    "journal": "services.journal.server",
+    "delivery": "services.delivery.server",
+    "admission": "services.admission.server",
+    "runner": "services.runner.server",
+    "gateway": "gateway.server",
+}
+
+
+def _grpc_serving(address: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=1.0
+            )
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/ok", timeout=1.0) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class Stack:
+    """The five processes of one Waybill installation."""
+
+    env: Mapping[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    log_dir: str | None = None
+
+    @property
+    def settings(self) -> Settings:
+        overrides = {
+            k[len("WAYBILL_") :].lower(): v for k, v in self.env.items() if k.startswith("WAYBILL_")
+        }
+        return Settings.model_validate(overrides)
+
+    @property
+    def url(self) -> str:
+        settings = self.settings
+        return f"http://{settings.http_host}:{settings.http_port}"
+
+    def start(self, only: list[str] | None = None) -> None:
+        for name, module in SERVICES.items():
+            if only is None or name in only:
+                self.start_one(name, module)
+        self.wait_ready(only)
+
+    def start_one(self, name: str, module: str | None = None) -> None:
+        output = None
+        if self.log_dir:
+            output = open(os.path.join(self.log_dir, f"{name}.log"), "ab")  # noqa: SIM115
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", module or SERVICES[name]],
+            env={**os.environ, **self.env},
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+        )
+
+    def address_of(self, name: str) -> str:
+        return str(getattr(self.settings, f"{name}_addr"))
+
+    def wait_ready(self, only: list[str] | None = None) -> None:
+        deadline = time.monotonic() + self.settings.startup_timeout_seconds
+        waiting = [name for name in SERVICES if only is None or name in only]
+        while waiting:
+            self.raise_if_dead()
+            name = waiting[0]
+            ready = (
+                _http_ok(self.url) if name == "gateway" else _grpc_serving(self.address_of(name))
+            )
+            if ready:
+                waiting.pop(0)
+                continue
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} did not become ready")
+            time.sleep(0.1)
+
+    def dead(self) -> list[tuple[str, int]]:
+        return [(n, p.returncode) for n, p in self.processes.items() if p.poll() is not None]
+
+    def raise_if_dead(self) -> None:
+        for name, code in self.dead():
+            raise RuntimeError(f"{name} exited with code {code}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for process in reversed(list(self.processes.values())):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def main() -> None:
+    stack = Stack(env={k: v for k, v in os.environ.items() if k.startswith("WAYBILL_")})
+    settings = stack.settings
+    if not settings.database_url:
+        print(f"waybill: embedded mode, SQLite files under {settings.data_dir.resolve()}")
+    try:
+        stack.start()
+        print(f"waybill: ready at {stack.url}  (Ctrl-C stops every service)", flush=True)
+        while True:
+            time.sleep(0.5)
+            for name, code in stack.dead():
+                print(f"waybill: {name} exited with code {code}; stopping the others", flush=True)
+                raise SystemExit(1)
+    except KeyboardInterrupt:
+        print("\nwaybill: stopping", flush=True)
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Settings, read once from the environment (prefix `WAYBILL_`) and the YAML config.
+
+Every timer lives here so that tests can shorten it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+BUILTIN_GRAPHS = {"lead_agent": "services.runner.lead_agent:build_lead_agent"}
+
+
+class ModelSpec(BaseModel):
+    """One entry of the `models` list in the YAML config; its name is allowlisted."""
+
+    name: str
+    provider: str = "scripted"  # scripted | openai
+    model: str | None = None  # provider-side model name
+    base_url: str | None = None
+    api_key_env: str | None = None  # name of the env var holding the key
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+DEFAULT_MODELS = [ModelSpec(name="scripted", provider="scripted")]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WAYBILL_", extra="ignore")
+
+    http_port: int = 8080
+    http_host: str = "127.0.0.1"
+    data_dir: Path = Path(".waybill")
+    database_url: str | None = None  # postgresql+asyncpg://… ; None means SQLite files
+    redis_url: str | None = None
+    graphs: Path | None = None  # a langgraph.json whose `graphs` section is served
+    config: Path | None = None  # the YAML file (models, …)
+    cors_origins: str = "*"
+
+    admission_addr: str = "127.0.0.1:50151"
+    runner_addr: str = "127.0.0.1:50152"
+    journal_addr: str = "127.0.0.1:50153"
+    delivery_addr: str = "127.0.0.1:50154"
+
+    runner_slots: int = 8
+    lease_seconds: float = 30.0
+    shutdown_grace_seconds: float = 10.0
+    sse_heartbeat_seconds: float = 15.0
+    journal_batch_max: int = 512
+    startup_timeout_seconds: float = 60.0
+
+    def sqlalchemy_url(self, service: str) -> str:
+        """Postgres is shared by all services; SQLite is one file per service."""
+        if self.database_url:
+            return self.database_url
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite+aiosqlite:///{(self.data_dir / f'{service}.db').resolve()}"
+
+    def checkpointer_url(self) -> str:
+        """Plain URL (or file path) for LangGraph's checkpointer packages."""
+        if self.database_url:
+            return self.database_url.replace("postgresql+asyncpg://", "postgresql://")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return str((self.data_dir / "checkpoints.db").resolve())
+
+    def yaml_config(self) -> dict[str, Any]:
+        if self.config is None:
+            return {}
+        loaded = yaml.safe_load(self.config.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{self.config}: the top level must be a mapping")
+        return loaded
+
+    def models(self) -> list[ModelSpec]:
+        entries = self.yaml_config().get("models")
+        if not entries:
+            return list(DEFAULT_MODELS)
+        return [ModelSpec.model_validate(entry) for entry in entries]
+
+    def default_model(self) -> str:
+        return str(self.yaml_config().get("default_model") or self.models()[0].name)
+
+    def graph_specs(self) -> dict[str, str]:
+        """graph id -> "path/to/file.py:attribute" (or "module:attribute")."""
+        specs = dict(BUILTIN_GRAPHS)
+        if self.graphs is not None:
+            manifest = json.loads(self.graphs.read_text())
+            base = self.graphs.resolve().parent
+            for graph_id, target in (manifest.get("graphs") or {}).items():
+                path, _, attribute = str(target).partition(":")
+                if path.endswith(".py"):
+                    path = str((base / path).resolve())
+                specs[graph_id] = f"{path}:{attribute or 'graph'}"
+        return specs
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""The HTTP/SSE edge: LangGraph-Platform-compatible REST over Waybill's gRPC services."""

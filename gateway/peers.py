@@ -1,0 +1,49 @@
+"""gRPC stubs the gateway talks to, and the one place gRPC errors become HTTP errors."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+from fastapi import HTTPException
+
+from common.errors import http_status_for
+from common.settings import Settings
+from waybill.v1 import admission_pb2_grpc, journal_pb2_grpc, runner_pb2_grpc
+
+T = TypeVar("T")
+
+
+@dataclass
+class Peers:
+    admission: admission_pb2_grpc.AdmissionStub
+    runner: runner_pb2_grpc.RunnerStub
+    journal: journal_pb2_grpc.JournalStub
+    channels: list[grpc.aio.Channel]
+
+    @classmethod
+    def connect(cls, settings: Settings) -> Peers:
+        channels = [
+            grpc.aio.insecure_channel(address)
+            for address in (settings.admission_addr, settings.runner_addr, settings.journal_addr)
+        ]
+        return cls(
+            admission=admission_pb2_grpc.AdmissionStub(channels[0]),
+            runner=runner_pb2_grpc.RunnerStub(channels[1]),
+            journal=journal_pb2_grpc.JournalStub(channels[2]),
+            channels=channels,
+        )
+
+    async def close(self) -> None:
+        for channel in self.channels:
+            await channel.close()
+
+
+async def call(pending: Awaitable[T]) -> T:
+    """Await a unary gRPC call; a service's refusal becomes the matching HTTP error."""
+    try:
+        return await pending
+    except grpc.aio.AioRpcError as error:
+        raise HTTPException(http_status_for(error.code()), error.details() or "") from error

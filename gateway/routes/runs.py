@@ -1,0 +1,149 @@
+"""/threads/{tid}/runs: create, stream, wait, join, list, get, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import JSONResponse
+
+from common import codec
+from gateway.peers import Peers, call
+from gateway.routes.threads import peers_of
+from gateway.schemas import RunCreate
+from gateway.streams import resume_point, sse_frames, sse_response, wait_for_end
+from waybill.v1 import admission_pb2, common_pb2, runner_pb2
+
+router = APIRouter(tags=["runs"])
+
+
+def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
+    # `Content-Location` tells useStream the run id; `Location` lets the SDK
+    # reconnect to the run's stream with Last-Event-ID.
+    return {
+        "Content-Location": f"/threads/{thread_id}/runs/{run_id}",
+        "Location": f"/threads/{thread_id}/runs/{run_id}/stream",
+    }
+
+
+async def start_run(peers: Peers, thread_id: str, body: RunCreate) -> common_pb2.Run:
+    strategy = codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"]
+    return await call(
+        peers.admission.StartRun(
+            admission_pb2.StartRunRequest(
+                thread_id=thread_id,
+                assistant_id=body.assistant_id,
+                kwargs_json=codec.dumps(body.kwargs()),
+                metadata_json=codec.dumps(body.metadata or {}),
+                multitask_strategy=strategy,
+                if_not_exists=body.if_not_exists,
+            )
+        )
+    )
+
+
+async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
+    """What `wait` and `join` return: the thread's values, or `__error__`."""
+    error = await wait_for_end(peers.journal, run.run_id)
+    if error is not None:
+        return {"__error__": error}
+    reply = await call(
+        peers.runner.GetThreadState(
+            runner_pb2.GetThreadStateRequest(thread_id=run.thread_id, graph_id=run.graph_id)
+        )
+    )
+    return codec.loads(reply.json, {}).get("values")
+
+
+@router.post("/threads/{thread_id}/runs")
+async def create_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
+    run = await start_run(peers_of(request), str(thread_id), body)
+    return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
+    peers = peers_of(request)
+    run = await start_run(peers, str(thread_id), body)
+    return sse_response(
+        sse_frames(peers.journal, run.run_id),
+        run_headers(run.thread_id, run.run_id),
+        request.app.state.settings.sse_heartbeat_seconds,
+    )
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
+    peers = peers_of(request)
+    run = await start_run(peers, str(thread_id), body)
+    result = await final_values(peers, run)
+    return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_runs(
+    thread_id: UUID,
+    request: Request,
+    limit: int = 10,
+    offset: int = 0,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    reply = await call(
+        peers_of(request).admission.ListRuns(
+            admission_pb2.ListRunsRequest(
+                thread_id=str(thread_id),
+                limit=limit,
+                offset=offset,
+                status=codec.RUN_STATUS_VALUES.get(status or "", common_pb2.RUN_STATUS_UNSPECIFIED),
+            )
+        )
+    )
+    return [codec.run_to_dict(run) for run in reply.runs]
+
+
+async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_pb2.Run:
+    return await call(
+        peers.admission.GetRun(
+            admission_pb2.GetRunRequest(thread_id=str(thread_id), run_id=str(run_id))
+        )
+    )
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, Any]:
+    return codec.run_to_dict(await get_run_record(peers_of(request), thread_id, run_id))
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_run(thread_id: UUID, run_id: UUID, request: Request) -> Response:
+    await call(
+        peers_of(request).admission.DeleteRun(
+            admission_pb2.GetRunRequest(thread_id=str(thread_id), run_id=str(run_id))
+        )
+    )
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+async def join_stream(
+    thread_id: UUID,
+    run_id: UUID,
+    request: Request,
+    last_event_id: str | None = Header(default=None),
+) -> Response:
+    peers = peers_of(request)
+    run = await get_run_record(peers, thread_id, run_id)
+    from_seq, live_only = resume_point(last_event_id)
+    return sse_response(
+        sse_frames(peers.journal, run.run_id, from_seq, live_only),
+        run_headers(run.thread_id, run.run_id),
+        request.app.state.settings.sse_heartbeat_seconds,
+    )
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> JSONResponse:
+    peers = peers_of(request)
+    run = await get_run_record(peers, thread_id, run_id)
+    return JSONResponse(await final_values(peers, run))

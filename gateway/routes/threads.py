@@ -1,0 +1,124 @@
+"""/threads: create, read, patch, delete, search; state and history from the runner."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, HTTPException, Request, Response
+
+from common import codec
+from gateway.peers import Peers, call
+from gateway.schemas import ThreadCreate, ThreadHistory, ThreadPatch, ThreadSearch
+from waybill.v1 import admission_pb2, runner_pb2
+
+router = APIRouter(tags=["threads"])
+
+
+def peers_of(request: Request) -> Peers:
+    return request.app.state.peers  # type: ignore[no-any-return]
+
+
+@router.post("/threads")
+async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
+    if body.thread_id is not None and not codec.is_uuid(body.thread_id):
+        raise HTTPException(422, f"thread_id '{body.thread_id}' is not a UUID")
+    thread = await call(
+        peers_of(request).admission.CreateThread(
+            admission_pb2.CreateThreadRequest(
+                thread_id=body.thread_id or "",
+                metadata_json=codec.dumps(body.metadata),
+                if_exists=body.if_exists,
+            )
+        )
+    )
+    return codec.thread_to_dict(thread)
+
+
+@router.post("/threads/search")
+async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str, Any]]:
+    reply = await call(
+        peers_of(request).admission.SearchThreads(
+            admission_pb2.SearchThreadsRequest(
+                metadata_json=codec.dumps(body.metadata),
+                status=body.status or "",
+                limit=body.limit,
+                offset=body.offset,
+            )
+        )
+    )
+    return [codec.thread_to_dict(thread) for thread in reply.threads]
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
+    thread = await call(
+        peers_of(request).admission.GetThread(
+            admission_pb2.GetThreadRequest(thread_id=str(thread_id))
+        )
+    )
+    return codec.thread_to_dict(thread)
+
+
+@router.patch("/threads/{thread_id}")
+async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> dict[str, Any]:
+    thread = await call(
+        peers_of(request).admission.PatchThread(
+            admission_pb2.PatchThreadRequest(
+                thread_id=str(thread_id), metadata_json=codec.dumps(body.metadata)
+            )
+        )
+    )
+    return codec.thread_to_dict(thread)
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(thread_id: UUID, request: Request) -> Response:
+    await call(
+        peers_of(request).admission.DeleteThread(
+            admission_pb2.DeleteThreadRequest(thread_id=str(thread_id))
+        )
+    )
+    return Response(status_code=204)
+
+
+async def _graph_of(peers: Peers, thread_id: UUID) -> str:
+    thread = await call(
+        peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id)))
+    )
+    return str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_thread_state(thread_id: UUID, request: Request, subgraphs: bool = False) -> Response:
+    peers = peers_of(request)
+    graph_id = await _graph_of(peers, thread_id)
+    reply = await call(
+        peers.runner.GetThreadState(
+            runner_pb2.GetThreadStateRequest(
+                thread_id=str(thread_id), graph_id=graph_id, subgraphs=subgraphs
+            )
+        )
+    )
+    return Response(reply.json, media_type="application/json")
+
+
+@router.post("/threads/{thread_id}/history")
+async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Request) -> Response:
+    peers = peers_of(request)
+    graph_id = await _graph_of(peers, thread_id)
+    before = body.before
+    if isinstance(before, dict):
+        before = (before.get("configurable") or before).get("checkpoint_id")
+    reply = await call(
+        peers.runner.GetThreadHistory(
+            runner_pb2.GetThreadHistoryRequest(
+                thread_id=str(thread_id),
+                graph_id=graph_id,
+                limit=body.limit,
+                filter_json=codec.dumps(body.metadata) if body.metadata else b"",
+                before=before or "",
+            )
+        )
+    )
+    return Response(reply.json, media_type="application/json")

@@ -1,0 +1,114 @@
+"""The API envelope the gateway validates. A graph's `input` is the graph's business."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+STREAM_MODES = ("values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints")
+NOT_YET_STREAM_MODES = ("messages", "events")
+
+
+class Envelope(BaseModel):
+    # LangGraph Platform ignores fields it does not know; so do we.
+    model_config = ConfigDict(extra="ignore")
+
+
+class ThreadCreate(Envelope):
+    thread_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadPatch(Envelope):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadSearch(Envelope):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class ThreadHistory(Envelope):
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: str | dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class AssistantSearch(Envelope):
+    graph_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class RunCreate(Envelope):
+    assistant_id: str = Field(min_length=1)
+    input: Any = None
+    command: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    stream_mode: str | list[str] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False  # every Waybill stream is resumable
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    if_not_exists: Literal["create", "reject"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    after_seconds: float | None = None
+    webhook: str | None = None
+    feedback_keys: list[str] | None = None
+
+    @field_validator("stream_mode")
+    @classmethod
+    def _known_modes(cls, value: str | list[str]) -> str | list[str]:
+        for mode in [value] if isinstance(value, str) else value:
+            if mode in NOT_YET_STREAM_MODES:
+                allowed = ", ".join(STREAM_MODES)
+                raise ValueError(f"stream_mode '{mode}' is not supported yet; use one of {allowed}")
+            if mode not in STREAM_MODES:
+                raise ValueError(
+                    f"unknown stream_mode '{mode}'; use one of {', '.join(STREAM_MODES)}"
+                )
+        return value
+
+    @field_validator("after_seconds")
+    @classmethod
+    def _no_delay_yet(cls, value: float | None) -> float | None:
+        if value:
+            raise ValueError("after_seconds (delayed runs) is not supported yet")
+        return value
+
+    @field_validator("webhook")
+    @classmethod
+    def _no_webhook_yet(cls, value: str | None) -> str | None:
+        if value:
+            raise ValueError("webhook is not supported yet")
+        return value
+
+    def kwargs(self) -> dict[str, Any]:
+        """What the run record keeps as LangGraph's `kwargs`."""
+        fields = (
+            "input",
+            "command",
+            "config",
+            "context",
+            "checkpoint_id",
+            "stream_mode",
+            "stream_subgraphs",
+            "interrupt_before",
+            "interrupt_after",
+            "on_disconnect",
+            "feedback_keys",
+        )
+        kwargs = {name: getattr(self, name) for name in fields}
+        if self.checkpoint and not self.checkpoint_id:
+            kwargs["checkpoint_id"] = self.checkpoint.get("checkpoint_id")
+        return kwargs

@@ -1,0 +1,23 @@
+"""Run the gateway with uvicorn; SIGTERM drains open connections."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from common.settings import get_settings
+from gateway.app import create_app
+
+
+def main() -> None:
+    settings = get_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=settings.http_host,
+        port=settings.http_port,
+        log_level="info",
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
+    )
+
+
+if __name__ == "__main__":
+    main()

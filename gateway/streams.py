@@ -1,0 +1,87 @@
+"""Journal events -> LangGraph Platform's SSE wire format.
+
+`event: <name>`, `data: <json>`, `id: <seq>` for every event, `metadata` (seq 0)
+included; no terminator event: the response simply ends after the last frame.
+The journal's end marker never reaches the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import grpc
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from common import codec
+from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+
+def encode(event: journal_pb2.RunEvent) -> bytes:
+    # The payload is already JSON with no raw newlines (orjson escapes them).
+    return b"".join(
+        (
+            b"event: ",
+            event.event.encode(),
+            b"\ndata: ",
+            event.data,
+            b"\nid: ",
+            str(event.seq).encode(),
+            b"\n\n",
+        )
+    )
+
+
+async def journal_events(
+    journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
+) -> AsyncIterator[journal_pb2.RunEvent]:
+    request = journal_pb2.SubscribeRequest(run_id=run_id, from_seq=from_seq, live_only=live_only)
+    call = journal.Subscribe(request)
+    try:
+        async for item in call:
+            if item.end:
+                return
+            yield item.event
+    finally:
+        call.cancel()
+
+
+async def sse_frames(
+    journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
+) -> AsyncIterator[bytes]:
+    async for event in journal_events(journal, run_id, from_seq, live_only):
+        yield encode(event)
+
+
+def sse_response(
+    frames: AsyncIterator[bytes], headers: Mapping[str, str], heartbeat_seconds: float
+) -> EventSourceResponse:
+    return EventSourceResponse(
+        frames,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
+        ping=heartbeat_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+    )
+
+
+async def wait_for_end(journal: journal_pb2_grpc.JournalStub, run_id: str) -> dict[str, Any] | None:
+    """Follow a run's log to its end; return its `error` payload, if it failed."""
+    error: dict[str, Any] | None = None
+    try:
+        async for event in journal_events(journal, run_id):
+            if event.event == "error":
+                error = codec.loads(event.data)
+    except grpc.aio.AioRpcError as failure:
+        return {"error": "StreamError", "message": failure.details() or "journal unavailable"}
+    return error
+
+
+def resume_point(last_event_id: str | None) -> tuple[int, bool]:
+    """(from_seq, live_only) for a join. `-1` replays everything; no header follows live."""
+    if last_event_id is None or last_event_id.strip() == "":
+        return 0, True
+    try:
+        last = int(last_event_id)
+    except ValueError:
+        return 0, True
+    return max(0, last + 1), False

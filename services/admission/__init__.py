@@ -1,0 +1,1 @@
+"""Admission: threads, the run control plane, assistants and policy."""

@@ -1,0 +1,83 @@
+"""What admission knows about threads and runs, as plain records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from common import codec
+from waybill.v1 import common_pb2
+
+ACTIVE_STATUSES = ("pending", "running")
+TERMINAL_STATUSES = ("success", "error", "timeout", "interrupted")
+
+# Which status a run may move to from which. Every status write goes through
+# `RunStore` using this table as its WHERE clause.
+RUN_TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "pending": ("running", "interrupted"),
+    "running": ("success", "error", "timeout", "interrupted"),
+}
+
+# The thread's status after its run ends this way.
+THREAD_STATUS_AFTER_RUN = {
+    "success": "idle",
+    "error": "error",
+    "timeout": "error",
+    "interrupted": "interrupted",
+}
+
+
+@dataclass
+class ThreadRecord:
+    thread_id: str
+    metadata: dict[str, Any]
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+    def to_proto(self) -> common_pb2.Thread:
+        return common_pb2.Thread(
+            thread_id=self.thread_id,
+            metadata_json=codec.dumps(self.metadata),
+            status=self.status,
+            created_at=codec.iso(self.created_at),
+            updated_at=codec.iso(self.updated_at),
+        )
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    graph_id: str
+    status: str
+    multitask_strategy: str
+    metadata: dict[str, Any]
+    kwargs: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    epoch: int = 0
+    attempt: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    stop_reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_proto(self) -> common_pb2.Run:
+        return common_pb2.Run(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            assistant_id=self.assistant_id,
+            graph_id=self.graph_id,
+            status=codec.RUN_STATUS_VALUES[self.status],
+            multitask_strategy=codec.MULTITASK_VALUES[self.multitask_strategy],
+            metadata_json=codec.dumps(self.metadata),
+            kwargs_json=codec.dumps(self.kwargs),
+            created_at=codec.iso(self.created_at),
+            updated_at=codec.iso(self.updated_at),
+            epoch=self.epoch,
+            attempt=self.attempt,
+            stop_reason=self.stop_reason,
+        )

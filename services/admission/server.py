@@ -1,0 +1,187 @@
+"""The admission gRPC servicer: thin translation between protos and the store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from common import codec
+from common.errors import invalid
+from common.grpc_server import configure_logging, serve, translate_errors
+from common.settings import Settings, get_settings
+from common.sql import create_engine
+from services.admission.assistants import AssistantCatalog
+from services.admission.dispatch import RunnerConnection, RunnerPool
+from services.admission.policy import build_run
+from services.admission.store import AdmissionStore
+from waybill.v1 import admission_pb2, admission_pb2_grpc
+
+log = logging.getLogger("waybill.admission")
+
+
+def _json_object(data: bytes, field: str) -> dict[str, Any]:
+    value = codec.loads(data, {})
+    if not isinstance(value, dict):
+        raise invalid(f"{field} must be a JSON object.")
+    return value
+
+
+def _thread_id(value: str) -> str:
+    if not codec.is_uuid(value):
+        raise invalid(f"thread_id '{value}' is not a UUID.")
+    return value
+
+
+class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
+    def __init__(self, store: AdmissionStore, pool: RunnerPool, settings: Settings) -> None:
+        self.store = store
+        self.pool = pool
+        self.assistants = AssistantCatalog(list(settings.graph_specs()))
+        self.allowed_models = [model.name for model in settings.models()]
+
+    # ---- threads -------------------------------------------------------------
+
+    @translate_errors
+    async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
+        thread_id = _thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
+        metadata = _json_object(request.metadata_json, "metadata")
+        record = await self.store.create_thread(thread_id, metadata, request.if_exists or "raise")
+        return record.to_proto()
+
+    @translate_errors
+    async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
+        return (await self.store.get_thread(_thread_id(request.thread_id))).to_proto()
+
+    @translate_errors
+    async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
+        metadata = _json_object(request.metadata_json, "metadata")
+        record = await self.store.patch_thread(_thread_id(request.thread_id), metadata)
+        return record.to_proto()
+
+    @translate_errors
+    async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
+        await self.store.delete_thread(_thread_id(request.thread_id))
+        return admission_pb2.DeleteThreadResponse()
+
+    @translate_errors
+    async def SearchThreads(self, request, context):  # type: ignore[no-untyped-def]
+        metadata = _json_object(request.metadata_json, "metadata")
+        limit = request.limit or 10
+        if not 1 <= limit <= 1000:
+            raise invalid("limit must be between 1 and 1000.")
+        if request.offset < 0:
+            raise invalid("offset must not be negative.")
+        records = await self.store.search_threads(metadata, request.status, limit, request.offset)
+        return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
+
+    # ---- runs ----------------------------------------------------------------
+
+    @translate_errors
+    async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
+        run = build_run(request, self.assistants, self.allowed_models)
+        await self.store.admit_run(run, request.if_not_exists or "reject")
+        self.pool.wake()
+        return run.to_proto()
+
+    @translate_errors
+    async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
+        record = await self.store.get_run(_thread_id(request.thread_id), request.run_id)
+        return record.to_proto()
+
+    @translate_errors
+    async def ListRuns(self, request, context):  # type: ignore[no-untyped-def]
+        status = codec.RUN_STATUS_NAMES.get(request.status)
+        records = await self.store.list_runs(
+            _thread_id(request.thread_id), status, request.limit or 10, request.offset
+        )
+        return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
+
+    @translate_errors
+    async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
+        await self.store.delete_run(_thread_id(request.thread_id), request.run_id)
+        return admission_pb2.DeleteRunResponse()
+
+    # ---- assistants ------------------------------------------------------------
+
+    @translate_errors
+    async def SearchAssistants(self, request, context):  # type: ignore[no-untyped-def]
+        found = self.assistants.search(request.graph_id, request.limit or 10, request.offset)
+        return admission_pb2.SearchAssistantsResponse(assistants=found)
+
+    @translate_errors
+    async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
+        return self.assistants.get(request.assistant_id)
+
+    # ---- the runners' work stream ------------------------------------------------
+
+    async def Work(  # type: ignore[override]
+        self, request_iterator: AsyncIterator[admission_pb2.WorkRequest], context: Any
+    ) -> AsyncIterator[admission_pb2.WorkAssignment]:
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("kind") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "send RunnerHello first")
+            return
+        connection = self.pool.connect(first.hello.runner_id, first.hello.slots)
+        reader = asyncio.create_task(self._read_reports(request_iterator, connection))
+        try:
+            while True:
+                run = await connection.outbox.get()
+                if run is None:
+                    return
+                yield admission_pb2.WorkAssignment(run=run.to_proto())
+        finally:
+            reader.cancel()
+            self.pool.disconnect(connection)
+
+    async def _read_reports(
+        self, requests: AsyncIterator[admission_pb2.WorkRequest], connection: RunnerConnection
+    ) -> None:
+        try:
+            async for _message in requests:
+                pass  # lease renewals arrive here (runner issue)
+        finally:
+            connection.outbox.put_nowait(None)
+
+    @translate_errors
+    async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]
+        status = codec.RUN_STATUS_NAMES.get(request.status)
+        if status not in ("success", "error", "timeout", "interrupted"):
+            raise invalid("status must be terminal.")
+        accepted = await self.store.finish_run(
+            request.run_id, request.epoch, status, request.stop_reason
+        )
+        if not accepted:
+            log.warning("refused stale finish of run %s (epoch %d)", request.run_id, request.epoch)
+        self.pool.release(request.runner_id, request.run_id)
+        return admission_pb2.FinishRunResponse(accepted=accepted)
+
+
+async def main() -> None:
+    settings = get_settings()
+    configure_logging("admission")
+    store = AdmissionStore(create_engine(settings.sqlalchemy_url("admission")))
+    await store.migrate()
+    pool = RunnerPool(store, settings.lease_seconds)
+    pool.start()
+    servicer = AdmissionServicer(store, pool, settings)
+
+    async def stop() -> None:
+        await pool.stop()
+
+    await serve(
+        "Admission",
+        settings.admission_addr,
+        lambda server: admission_pb2_grpc.add_AdmissionServicer_to_server(servicer, server),
+        on_stop=stop,
+        grace_seconds=settings.shutdown_grace_seconds,
+    )
+    await store.engine.dispose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,40 @@
+"""The admission service's tables. Migrations in `migrations/` create them."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text
+from sqlalchemy.dialects.postgresql import JSONB
+
+JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+
+metadata = MetaData()
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("thread_id", String(36), primary_key=True),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("thread_id", String(36), nullable=False, index=True),
+    Column("assistant_id", String(36), nullable=False),
+    Column("graph_id", String(255), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("multitask_strategy", String(16), nullable=False),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("kwargs", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("lease_owner", String(255)),
+    Column("lease_expires_at", DateTime(timezone=True)),
+    Column("stop_reason", Text, nullable=False),
+)

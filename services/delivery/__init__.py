@@ -1,0 +1,1 @@
+"""Delivery: receipts of what each run delivered (workspaces and webhooks come later)."""

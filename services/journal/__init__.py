@@ -1,0 +1,1 @@
+"""Journal: every run's events, numbered in order, stored, and followed live."""

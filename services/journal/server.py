@@ -1,0 +1,64 @@
+"""The journal gRPC servicer."""
+
+from __future__ import annotations
+
+import asyncio
+
+from common.grpc_server import configure_logging, serve, translate_errors
+from common.settings import get_settings
+from common.sql import create_engine
+from services.journal.hub import END, JournalHub
+from services.journal.store import JournalStore
+from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+
+class JournalServicer(journal_pb2_grpc.JournalServicer):
+    def __init__(self, hub: JournalHub) -> None:
+        self.hub = hub
+
+    @translate_errors
+    async def Append(self, request, context):  # type: ignore[no-untyped-def]
+        items = [(event.event, event.data) for event in request.events]
+        last_seq = await self.hub.append(request.run_id, request.epoch, items)
+        return journal_pb2.AppendResponse(last_seq=last_seq)
+
+    @translate_errors
+    async def Flush(self, request, context):  # type: ignore[no-untyped-def]
+        return journal_pb2.FlushResponse(durable_seq=await self.hub.flush(request.run_id))
+
+    @translate_errors
+    async def Close(self, request, context):  # type: ignore[no-untyped-def]
+        await self.hub.close(request.run_id, request.epoch)
+        return journal_pb2.CloseResponse()
+
+    @translate_errors
+    async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
+        async for stored in self.hub.subscribe(request.run_id, request.from_seq, request.live_only):
+            if stored is END:
+                yield journal_pb2.SubscribeItem(end=True)
+                return
+            yield journal_pb2.SubscribeItem(
+                event=journal_pb2.RunEvent(seq=stored.seq, event=stored.event, data=stored.data)
+            )
+
+
+async def main() -> None:
+    settings = get_settings()
+    configure_logging("journal")
+    store = JournalStore(create_engine(settings.sqlalchemy_url("journal")))
+    await store.migrate()
+    hub = JournalHub(store, batch_max=settings.journal_batch_max, evict_after=30.0)
+    hub.start()
+    servicer = JournalServicer(hub)
+    await serve(
+        "Journal",
+        settings.journal_addr,
+        lambda server: journal_pb2_grpc.add_JournalServicer_to_server(servicer, server),
+        on_stop=hub.stop,
+        grace_seconds=settings.shutdown_grace_seconds,
+    )
+    await store.engine.dispose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

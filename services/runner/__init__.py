@@ -1,0 +1,1 @@
+"""Runner: builds graphs, drives `astream`, journals every frame, reports the end."""

@@ -1,0 +1,161 @@
+"""`create_chat_model(name)` is the only way a model is built.
+
+The configured names (YAML `models`) are the allowlist. Two providers:
+`scripted` (deterministic, streams tokens, no network; the default) and
+`openai` (langchain-openai against any OpenAI-compatible `base_url`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from common.settings import ModelSpec, Settings, get_settings
+
+
+class UnknownModelError(ValueError):
+    pass
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic model scripted by the last human message.
+
+    - `/tool NAME {"arg": 1}` answers with a call of tool NAME;
+    - `/tokens N` streams N tokens (`t0 t1 …`), for benchmarks;
+    - anything else is echoed back as `You said: …`, one token per word.
+    After a tool result it reports what the tool returned.
+    """
+
+    reply: str | None = None
+    model_name: str = "scripted"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    def _plan(self, messages: list[BaseMessage]) -> tuple[list[str], list[dict[str, Any]]]:
+        """(tokens to stream, tool calls to make) for this turn."""
+        last = messages[-1] if messages else None
+        if isinstance(last, ToolMessage):
+            return _words(f"Tool {last.name} returned: {last.content}"), []
+        text = str(last.content) if isinstance(last, HumanMessage) else ""
+        if text.startswith("/tool "):
+            name, _, raw_args = text[len("/tool ") :].strip().partition(" ")
+            args = json.loads(raw_args) if raw_args.strip() else {}
+            return [], [{"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}"}]
+        if text.startswith("/tokens "):
+            count = int(text.split()[1])
+            return [f"t{i} " for i in range(count)], []
+        return _words(self.reply or f"You said: {text}"), []
+
+    def _usage(self, messages: list[BaseMessage], tokens: list[str]) -> dict[str, int]:
+        prompt = sum(len(str(m.content).split()) for m in messages)
+        return {
+            "input_tokens": prompt,
+            "output_tokens": len(tokens),
+            "total_tokens": prompt + len(tokens),
+        }
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        tokens, tool_calls = self._plan(messages)
+        message = AIMessage(
+            content="".join(tokens).rstrip(),
+            tool_calls=tool_calls,
+            usage_metadata=self._usage(messages, tokens),  # type: ignore[arg-type]
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from self._chunks(messages)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            yield chunk
+
+    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+        tokens, tool_calls = self._plan(messages)
+        for token in tokens:
+            yield ChatGenerationChunk(message=AIMessageChunk(content=token))
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    tool_call_chunk(
+                        name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=i
+                    )
+                    for i, call in enumerate(tool_calls)
+                ],
+                usage_metadata=self._usage(messages, tokens),  # type: ignore[arg-type]
+                chunk_position="last",
+            )
+        )
+
+
+def _words(text: str) -> list[str]:
+    words = text.split(" ")
+    return [word + " " for word in words[:-1]] + [words[-1]]
+
+
+def _build(spec: ModelSpec) -> BaseChatModel:
+    if spec.provider == "scripted":
+        return ScriptedChatModel(model_name=spec.name, **spec.options)
+    if spec.provider == "openai":
+        from langchain_openai import ChatOpenAI
+
+        api_key = os.environ.get(spec.api_key_env or "OPENAI_API_KEY", "not-needed")
+        return ChatOpenAI(
+            model=spec.model or spec.name,
+            base_url=spec.base_url,
+            api_key=api_key,  # type: ignore[arg-type]
+            streaming=True,
+            stream_usage=True,
+            **spec.options,
+        )
+    raise UnknownModelError(f"model '{spec.name}': unknown provider '{spec.provider}'")
+
+
+def create_chat_model(name: str | None = None, settings: Settings | None = None) -> BaseChatModel:
+    settings = settings or get_settings()
+    wanted = name or settings.default_model()
+    for spec in settings.models():
+        if spec.name == wanted:
+            return _build(spec)
+    allowed = ", ".join(spec.name for spec in settings.models())
+    raise UnknownModelError(f"model '{wanted}' is not configured; allowed models: {allowed}")

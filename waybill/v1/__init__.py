@@ -1,0 +1,1 @@
+"""Generated gRPC contracts (see protos/)."""

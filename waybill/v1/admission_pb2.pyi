@@ -1,0 +1,190 @@
+from waybill.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateThreadRequest(_message.Message):
+    __slots__ = ("thread_id", "metadata_json", "if_exists")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    metadata_json: bytes
+    if_exists: str
+    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., if_exists: _Optional[str] = ...) -> None: ...
+
+class GetThreadRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class PatchThreadRequest(_message.Message):
+    __slots__ = ("thread_id", "metadata_json")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    metadata_json: bytes
+    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ...) -> None: ...
+
+class DeleteThreadRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
+class DeleteThreadResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SearchThreadsRequest(_message.Message):
+    __slots__ = ("metadata_json", "status", "limit", "offset")
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    metadata_json: bytes
+    status: str
+    limit: int
+    offset: int
+    def __init__(self, metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class SearchThreadsResponse(_message.Message):
+    __slots__ = ("threads",)
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    threads: _containers.RepeatedCompositeFieldContainer[_common_pb2.Thread]
+    def __init__(self, threads: _Optional[_Iterable[_Union[_common_pb2.Thread, _Mapping]]] = ...) -> None: ...
+
+class StartRunRequest(_message.Message):
+    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    MULTITASK_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    assistant_id: str
+    kwargs_json: bytes
+    metadata_json: bytes
+    multitask_strategy: _common_pb2.MultitaskStrategy
+    if_not_exists: str
+    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ("thread_id", "run_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    run_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class ListRunsRequest(_message.Message):
+    __slots__ = ("thread_id", "limit", "offset", "status")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    limit: int
+    offset: int
+    status: _common_pb2.RunStatus
+    def __init__(self, thread_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ...) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
+
+class DeleteRunResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Assistant(_message.Message):
+    __slots__ = ("assistant_id", "graph_id", "name", "config_json", "metadata_json", "created_at", "updated_at", "version", "description")
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    graph_id: str
+    name: str
+    config_json: bytes
+    metadata_json: bytes
+    created_at: str
+    updated_at: str
+    version: int
+    description: str
+    def __init__(self, assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., name: _Optional[str] = ..., config_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., version: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
+
+class SearchAssistantsRequest(_message.Message):
+    __slots__ = ("graph_id", "limit", "offset")
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    graph_id: str
+    limit: int
+    offset: int
+    def __init__(self, graph_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class SearchAssistantsResponse(_message.Message):
+    __slots__ = ("assistants",)
+    ASSISTANTS_FIELD_NUMBER: _ClassVar[int]
+    assistants: _containers.RepeatedCompositeFieldContainer[Assistant]
+    def __init__(self, assistants: _Optional[_Iterable[_Union[Assistant, _Mapping]]] = ...) -> None: ...
+
+class GetAssistantRequest(_message.Message):
+    __slots__ = ("assistant_id",)
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    def __init__(self, assistant_id: _Optional[str] = ...) -> None: ...
+
+class WorkRequest(_message.Message):
+    __slots__ = ("hello",)
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    hello: RunnerHello
+    def __init__(self, hello: _Optional[_Union[RunnerHello, _Mapping]] = ...) -> None: ...
+
+class RunnerHello(_message.Message):
+    __slots__ = ("runner_id", "slots")
+    RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    runner_id: str
+    slots: int
+    def __init__(self, runner_id: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class RunFinished(_message.Message):
+    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    runner_id: str
+    epoch: int
+    status: _common_pb2.RunStatus
+    stop_reason: str
+    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+
+class WorkAssignment(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: _common_pb2.Run
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
+
+class FinishRunResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...

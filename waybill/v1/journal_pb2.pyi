@@ -1,0 +1,75 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RunEvent(_message.Message):
+    __slots__ = ("seq", "event", "data")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    event: str
+    data: bytes
+    def __init__(self, seq: _Optional[int] = ..., event: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("run_id", "epoch", "events")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    epoch: int
+    events: _containers.RepeatedCompositeFieldContainer[RunEvent]
+    def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ..., events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("last_seq",)
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    last_seq: int
+    def __init__(self, last_seq: _Optional[int] = ...) -> None: ...
+
+class FlushRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class FlushResponse(_message.Message):
+    __slots__ = ("durable_seq",)
+    DURABLE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    durable_seq: int
+    def __init__(self, durable_seq: _Optional[int] = ...) -> None: ...
+
+class CloseRequest(_message.Message):
+    __slots__ = ("run_id", "epoch")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    epoch: int
+    def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class CloseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("run_id", "from_seq", "live_only")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIVE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    from_seq: int
+    live_only: bool
+    def __init__(self, run_id: _Optional[str] = ..., from_seq: _Optional[int] = ..., live_only: _Optional[bool] = ...) -> None: ...
+
+class SubscribeItem(_message.Message):
+    __slots__ = ("event", "end")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    event: RunEvent
+    end: bool
+    def __init__(self, event: _Optional[_Union[RunEvent, _Mapping]] = ..., end: _Optional[bool] = ...) -> None: ...
