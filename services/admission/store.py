@@ -9,7 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, select, update
+from sqlalchemy import and_, delete, exists, func, insert, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -136,7 +137,7 @@ class AdmissionStore:
             query = query.where(threads.c.status == status)
         if metadata:
             if self.is_postgres:
-                query = query.where(threads.c.metadata.contains(metadata))
+                query = query.where(type_coerce(threads.c.metadata, JSONB).contains(metadata))
             else:
                 for key, value in metadata.items():
                     path = f'$."{key}"'

@@ -113,7 +113,7 @@ class RunExecution:
             )
             subgraphs = bool(self.kwargs.get("stream_subgraphs"))
             async for chunk in stream:
-                parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)
+                parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
                 namespace, mode, data = parts
                 self.sink.emit(event_name(mode, namespace), frame_bytes(mode, data))
         except Exception as error:  # the graph's failure ends the run, not the runner

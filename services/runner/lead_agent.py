@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
@@ -21,6 +22,8 @@ class LeadAgentContext(TypedDict, total=False):
 @tool
 def add(a: float, b: float) -> float:
     """Add two numbers."""
+    # Progress reaches clients of the `custom` stream mode.
+    get_stream_writer()({"tool": "add", "progress": "adding"})
     return a + b
 
 

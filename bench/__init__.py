@@ -1,0 +1,1 @@
+"""Streaming benchmark: the same graph in-process and through the gateway (`make bench`)."""

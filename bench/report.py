@@ -1,0 +1,94 @@
+"""Medians, ratios, the plain-text table and the JSON document."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.timing import RunTiming
+
+
+@dataclass
+class SideResult:
+    """Every measured run of one side, by token count, and its CPU per run."""
+
+    name: str
+    runs: dict[int, list[RunTiming]] = field(default_factory=dict)
+    cpu_seconds_per_run: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    def median(self, tokens: int, metric: Callable[[RunTiming], float]) -> float:
+        return statistics.median(metric(run) for run in self.runs[tokens])
+
+
+# (label, metric, unit scale, show the (b)/(a) ratio)
+ROWS: list[tuple[str, Callable[[RunTiming], float], float, bool]] = [
+    ("events", lambda run: run.events, 1.0, False),
+    ("stream time, ms (sent -> closed)", lambda run: run.seconds, 1000.0, True),
+    ("events/s", lambda run: run.events_per_second, 1.0, True),
+    ("first-token latency, ms", lambda run: run.first_token_seconds, 1000.0, True),
+    ("last event -> stream closed, ms", lambda run: run.tail_seconds, 1000.0, False),
+]
+
+
+def number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def table(baseline: SideResult, gateway: SideResult, sizes: list[int]) -> str:
+    width = 36
+    lines = [f"{'':{width}}{'(a) in-process':>16}{'(b) gateway':>14}{'(b)/(a)':>10}"]
+    for tokens in sorted(sizes, reverse=True):
+        lines.append(f"{tokens:,}-token run")
+        for label, metric, scale, with_ratio in ROWS:
+            a = baseline.median(tokens, metric)
+            b = gateway.median(tokens, metric)
+            ratio = f"{b / a:.2f}x" if with_ratio and a else ""
+            lines.append(
+                f"  {label:{width - 2}}{number(a * scale):>16}{number(b * scale):>14}{ratio:>10}"
+            )
+    return "\n".join(lines)
+
+
+def cpu_table(sides: list[SideResult], tokens: int) -> str:
+    lines = [f"CPU per {tokens:,}-token run, ms (mean of the measured runs)"]
+    for side in sides:
+        spent = side.cpu_seconds_per_run.get(tokens, {})
+        parts = [f"{name} {seconds * 1000:,.0f}" for name, seconds in spent.items()]
+        total = sum(spent.values()) * 1000
+        lines.append(f"  {side.name}: {', '.join(parts)}  (total {total:,.0f})")
+    return "\n".join(lines)
+
+
+def side_document(side: SideResult) -> dict[str, Any]:
+    return {
+        "medians": {
+            str(tokens): {
+                "events": side.median(tokens, lambda run: run.events),
+                "seconds": side.median(tokens, lambda run: run.seconds),
+                "events_per_second": side.median(tokens, lambda run: run.events_per_second),
+                "first_token_seconds": side.median(tokens, lambda run: run.first_token_seconds),
+                "tail_seconds": side.median(tokens, lambda run: run.tail_seconds),
+            }
+            for tokens in side.runs
+        },
+        "cpu_seconds_per_run": {str(t): cpu for t, cpu in side.cpu_seconds_per_run.items()},
+        "runs": {
+            str(tokens): [run.as_dict() for run in runs] for tokens, runs in side.runs.items()
+        },
+    }
+
+
+def ratios(baseline: SideResult, gateway: SideResult) -> dict[str, dict[str, float]]:
+    def ratio(tokens: int, metric: Callable[[RunTiming], float]) -> float:
+        return gateway.median(tokens, metric) / baseline.median(tokens, metric)
+
+    return {
+        str(tokens): {
+            "events_per_second": ratio(tokens, lambda run: run.events_per_second),
+            "first_token_seconds": ratio(tokens, lambda run: run.first_token_seconds),
+            "seconds": ratio(tokens, lambda run: run.seconds),
+        }
+        for tokens in baseline.runs
+    }

@@ -1,0 +1,75 @@
+"""Real Waybill stacks for tests: the five processes on free loopback ports,
+against SQLite files (embedded) or a fresh Postgres database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from common.launch import Stack
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "WAYBILL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+# A small LangGraph project (with a subgraph) served beside lead_agent in tests.
+TEST_GRAPHS = Path(__file__).parent / "graphs" / "langgraph.json"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> dict[str, str]:
+    env = {
+        "WAYBILL_DATA_DIR": str(data_dir),
+        "WAYBILL_HTTP_PORT": str(free_port()),
+        "WAYBILL_ADMISSION_ADDR": f"127.0.0.1:{free_port()}",
+        "WAYBILL_RUNNER_ADDR": f"127.0.0.1:{free_port()}",
+        "WAYBILL_JOURNAL_ADDR": f"127.0.0.1:{free_port()}",
+        "WAYBILL_DELIVERY_ADDR": f"127.0.0.1:{free_port()}",
+        "WAYBILL_SHUTDOWN_GRACE_SECONDS": "2",
+        "WAYBILL_SSE_HEARTBEAT_SECONDS": "1",
+        "WAYBILL_GRAPHS": str(TEST_GRAPHS),
+        **extra,
+    }
+    if database_url:
+        env["WAYBILL_DATABASE_URL"] = database_url
+    return env
+
+
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """Create an empty database for one test session; drop it afterwards."""
+    name = f"waybill_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def running_stack(env: dict[str, str], log_dir: Path) -> Iterator[Stack]:
+    stack = Stack(env=env, log_dir=str(log_dir))
+    try:
+        stack.start()
+        yield stack
+    except BaseException:
+        for log_file in sorted(log_dir.glob("*.log")):
+            print(f"---- {log_file.name} ----\n{log_file.read_text()[-4000:]}")
+        raise
+    finally:
+        stack.stop()

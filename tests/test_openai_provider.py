@@ -1,0 +1,117 @@
+"""The `openai` provider end to end: lead_agent streams from an OpenAI-compatible
+server (a local stub), and a model outside the configured list is refused."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import BadRequestError
+
+from common.launch import Stack
+from tests.openai_stub import OpenAIStub, running_openai_stub
+from tests.stacks import running_stack, stack_env
+
+STUB_REPLY = "Hello from the stub: hi there"
+# The stub counts words: "hi there" in, six reply tokens out.
+STUB_USAGE = {"input_tokens": 2, "output_tokens": 6, "total_tokens": 8}
+
+
+def says(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def write_config(path: Path, stub: OpenAIStub) -> Path:
+    models = [
+        {"name": "scripted", "provider": "scripted"},
+        {"name": "stub-gpt", "provider": "openai", "model": "gpt-stub", "base_url": stub.base_url},
+    ]
+    path.write_text(yaml.safe_dump({"models": models}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    with running_openai_stub() as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def stack(stub: OpenAIStub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """An embedded stack whose YAML config names the scripted model and the stub."""
+    data_dir = tmp_path_factory.mktemp("stack-openai")
+    config = write_config(data_dir / "waybill.yaml", stub)
+    with running_stack(stack_env(data_dir, WAYBILL_CONFIG=str(config)), data_dir) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
+    sdk = get_client(url=stack.url, timeout=30)
+    try:
+        yield sdk
+    finally:
+        await sdk.aclose()
+
+
+async def test_lead_agent_streams_tokens_from_the_openai_model(
+    client: LangGraphClient, stub: OpenAIStub
+) -> None:
+    thread = await client.threads.create()
+    seen = len(stub.requests)
+
+    tokens: list[str] = []
+    async for part in client.runs.stream(
+        thread["thread_id"],
+        "lead_agent",
+        input=says("hi there"),
+        context={"model_name": "stub-gpt"},
+        stream_mode="messages-tuple",
+    ):
+        if part.event == "messages":
+            chunk, _metadata = part.data
+            tokens.append(chunk["content"])
+    assert "".join(tokens) == STUB_REPLY
+    assert len([t for t in tokens if t]) == len(STUB_REPLY.split(" "))  # token by token
+
+    state = await client.threads.get_state(thread["thread_id"])
+    answer = state["values"]["messages"][-1]
+    assert (answer["type"], answer["content"]) == ("ai", STUB_REPLY)
+    assert STUB_USAGE.items() <= answer["usage_metadata"].items()
+
+    [request] = stub.requests[seen:]
+    assert request["model"] == "gpt-stub"
+    assert request["stream"] is True
+    assert request["stream_options"] == {"include_usage": True}
+    assert request["messages"][-1] == {"role": "user", "content": "hi there"}
+    assert {tool["function"]["name"] for tool in request["tools"]} == {"add", "echo"}
+
+
+async def test_a_model_that_is_not_configured_is_refused_before_any_run(
+    client: LangGraphClient, stub: OpenAIStub
+) -> None:
+    thread = await client.threads.create()
+    seen = len(stub.requests)
+
+    with pytest.raises(BadRequestError) as refusal:
+        await client.runs.create(
+            thread["thread_id"], "lead_agent", input=says("hi"), context={"model_name": "nope"}
+        )
+    assert refusal.value.status_code == 400
+    message = refusal.value.message
+    assert "'nope'" in message
+    assert "allowed models: scripted, stub-gpt" in message
+
+    with pytest.raises(BadRequestError):  # streaming is refused the same way, up front
+        async for _ in client.runs.stream(
+            thread["thread_id"], "lead_agent", input=says("hi"), context={"model_name": "nope"}
+        ):
+            pass
+
+    assert await client.runs.list(thread["thread_id"]) == []
+    assert len(stub.requests) == seen
