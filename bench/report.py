@@ -28,6 +28,7 @@ ROWS: list[tuple[str, Callable[[RunTiming], float], float, bool]] = [
     ("stream time, ms (sent -> closed)", lambda run: run.seconds, 1000.0, True),
     ("events/s", lambda run: run.events_per_second, 1.0, True),
     ("first-token latency, ms", lambda run: run.first_token_seconds, 1000.0, True),
+    ("first token -> last event, ms", lambda run: run.delivery_seconds, 1000.0, True),
     ("last event -> stream closed, ms", lambda run: run.tail_seconds, 1000.0, False),
 ]
 
@@ -69,6 +70,7 @@ def side_document(side: SideResult) -> dict[str, Any]:
                 "seconds": side.median(tokens, lambda run: run.seconds),
                 "events_per_second": side.median(tokens, lambda run: run.events_per_second),
                 "first_token_seconds": side.median(tokens, lambda run: run.first_token_seconds),
+                "delivery_seconds": side.median(tokens, lambda run: run.delivery_seconds),
                 "tail_seconds": side.median(tokens, lambda run: run.tail_seconds),
             }
             for tokens in side.runs

@@ -92,6 +92,8 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # Other work on the machine skews every figure; say how busy it was.
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"Waybill streaming bench: lead_agent + scripted model; median of "
         f"{args.repetitions} runs after {args.warmups} warm-up(s) per size\n"
-        f"machine: {host['cores']} cores, Python {host['python']}, {host['platform']}",
+        f"machine: {host['cores']} cores, Python {host['python']}, {host['platform']}, "
+        f"load average {host['load_average_1m']}",
         flush=True,
     )
     started = time.perf_counter()

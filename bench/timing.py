@@ -25,6 +25,11 @@ class RunTiming:
         return self.events / self.seconds
 
     @property
+    def delivery_seconds(self) -> float:
+        """From the first token to the last event: how long the tokens took to arrive."""
+        return self.last_event_seconds - self.first_token_seconds
+
+    @property
     def tail_seconds(self) -> float:
         """From the last event to the stream closing: the run's end-of-run bookkeeping."""
         return self.seconds - self.last_event_seconds

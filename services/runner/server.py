@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -24,6 +25,17 @@ from waybill.v1 import (
     runner_pb2,
     runner_pb2_grpc,
 )
+
+log = logging.getLogger("waybill.runner")
+
+
+def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
+    """A schema pydantic cannot express is reported as null, as LangGraph Platform does."""
+    try:
+        return make_schema()
+    except Exception:
+        log.warning("cannot build a JSON schema", exc_info=True)
+        return None
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
@@ -73,11 +85,11 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         graph = self._graph(request.graph_id)
         schemas = {
             "graph_id": request.graph_id,
-            "input_schema": graph.get_input_jsonschema(),
-            "output_schema": graph.get_output_jsonschema(),
-            "state_schema": graph.get_output_jsonschema(),
-            "config_schema": graph.get_config_jsonschema(),
-            "context_schema": graph.get_context_jsonschema(),
+            "input_schema": _schema_or_none(graph.get_input_jsonschema),
+            "output_schema": _schema_or_none(graph.get_output_jsonschema),
+            "state_schema": _schema_or_none(graph.get_output_jsonschema),
+            "config_schema": _schema_or_none(graph.get_config_jsonschema),
+            "context_schema": _schema_or_none(graph.get_context_jsonschema),
         }
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 

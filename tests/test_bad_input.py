@@ -1,0 +1,89 @@
+"""Bad input gets a clear 4xx and leaves nothing behind."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+
+from tests.test_runs import says
+
+
+async def new_thread(http: httpx.AsyncClient) -> str:
+    return str((await http.post("/threads", json={})).json()["thread_id"])
+
+
+async def runs_of(http: httpx.AsyncClient, thread_id: str) -> list:
+    return list((await http.get(f"/threads/{thread_id}/runs")).json())
+
+
+async def test_unknown_graph_is_422_and_creates_nothing(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    reply = await http.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "no_such_graph", "input": says("x")}
+    )
+    assert reply.status_code == 422
+    assert "no_such_graph" in reply.json()["detail"]
+    assert "lead_agent" in reply.json()["detail"]
+    assert await runs_of(http, thread_id) == []
+
+
+async def test_unconfigured_model_is_400_naming_the_allowed(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    reply = await http.post(
+        f"/threads/{thread_id}/runs/wait",
+        json={"assistant_id": "lead_agent", "input": says("x"), "context": {"model_name": "gpt-9"}},
+    )
+    assert reply.status_code == 400
+    assert "gpt-9" in reply.json()["detail"] and "scripted" in reply.json()["detail"]
+    assert await runs_of(http, thread_id) == []
+
+
+async def test_run_on_unknown_thread_is_404(http: httpx.AsyncClient) -> None:
+    reply = await http.post(
+        f"/threads/{uuid.uuid4()}/runs/stream", json={"assistant_id": "lead_agent"}
+    )
+    assert reply.status_code == 404
+    assert "not found" in reply.json()["detail"]
+
+
+async def test_if_not_exists_create_makes_the_thread(http: httpx.AsyncClient) -> None:
+    thread_id = str(uuid.uuid4())
+    reply = await http.post(
+        f"/threads/{thread_id}/runs/wait",
+        json={"assistant_id": "lead_agent", "input": says("new"), "if_not_exists": "create"},
+    )
+    assert reply.status_code == 200
+    assert reply.json()["messages"][-1]["content"] == "You said: new"
+    assert (await http.get(f"/threads/{thread_id}")).status_code == 200
+
+
+async def test_envelope_errors_are_422_naming_the_field(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    cases = {
+        "stream_mode": {"assistant_id": "lead_agent", "stream_mode": "telepathy"},
+        "multitask_strategy": {"assistant_id": "lead_agent", "multitask_strategy": "shrug"},
+        "assistant_id": {"input": says("x")},
+        "metadata": {"assistant_id": "lead_agent", "metadata": "not an object"},
+    }
+    for field, body in cases.items():
+        reply = await http.post(f"/threads/{thread_id}/runs", json=body)
+        assert reply.status_code == 422, field
+        assert field in str(reply.json()["detail"]), field
+    not_json = await http.post(
+        f"/threads/{thread_id}/runs", content=b"{oops", headers={"content-type": "application/json"}
+    )
+    assert not_json.status_code == 422
+    assert await runs_of(http, thread_id) == []
+
+
+async def test_malformed_run_id_is_422(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    reply = await http.get(f"/threads/{thread_id}/runs/123")
+    assert reply.status_code == 422
+    assert "run_id" in str(reply.json()["detail"])
+
+
+async def test_unknown_assistant_is_404(http: httpx.AsyncClient) -> None:
+    assert (await http.get(f"/assistants/{uuid.uuid4()}")).status_code == 404
+    assert (await http.get("/assistants/nope/graph")).status_code == 404

@@ -1,0 +1,54 @@
+"""The edges around the API: health, info, assistants, CORS."""
+
+from __future__ import annotations
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from common.codec import system_assistant_id
+from common.launch import Stack
+
+
+async def test_ok_and_info(http: httpx.AsyncClient) -> None:
+    assert (await http.get("/ok")).json() == {"ok": True}
+    info = (await http.get("/info")).json()
+    assert info["version"]
+
+
+def test_every_service_serves_grpc_health(stack: Stack) -> None:
+    for name in ("admission", "runner", "journal", "delivery"):
+        with grpc.insecure_channel(stack.address_of(name)) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
+
+
+async def test_assistants_are_the_graphs_with_stable_ids(http: httpx.AsyncClient) -> None:
+    found = (await http.post("/assistants/search", json={})).json()
+    by_graph = {a["graph_id"]: a for a in found}
+    assert by_graph["lead_agent"]["assistant_id"] == system_assistant_id("lead_agent")
+    assert "nested" in by_graph
+
+    one = (await http.get(f"/assistants/{system_assistant_id('lead_agent')}")).json()
+    assert one["graph_id"] == "lead_agent"
+    graph = (await http.get("/assistants/lead_agent/graph")).json()
+    assert {node["id"] for node in graph["nodes"]} >= {"agent", "tools"}
+    schemas = (await http.get("/assistants/lead_agent/schemas")).json()
+    assert "messages" in schemas["input_schema"]["properties"]
+
+
+async def test_cors_lets_another_origin_read_content_location(http: httpx.AsyncClient) -> None:
+    preflight = await http.options(
+        "/threads",
+        headers={"Origin": "http://ui.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] in ("*", "http://ui.example")
+
+    thread = (await http.post("/threads", json={})).json()
+    reply = await http.post(
+        f"/threads/{thread['thread_id']}/runs",
+        json={"assistant_id": "lead_agent", "input": {"messages": []}},
+        headers={"Origin": "http://ui.example"},
+    )
+    assert "content-location" in reply.headers["access-control-expose-headers"].lower()
