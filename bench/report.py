@@ -9,6 +9,28 @@ from typing import Any
 
 from bench.timing import RunTiming
 
+Metric = Callable[[RunTiming], float]
+
+METRICS: dict[str, Metric] = {
+    "events": lambda run: run.events,
+    "seconds": lambda run: run.seconds,
+    "events_per_second": lambda run: run.events_per_second,
+    "first_token_seconds": lambda run: run.first_token_seconds,
+    "delivery_seconds": lambda run: run.delivery_seconds,
+    "tail_seconds": lambda run: run.tail_seconds,
+}
+
+# (label, metric, scale for display, whether the (b)/(a) ratio means something)
+ROWS: list[tuple[str, str, float, bool]] = [
+    ("events", "events", 1.0, False),
+    ("stream time, ms (sent -> closed)", "seconds", 1000.0, True),
+    ("events/s", "events_per_second", 1.0, True),
+    ("first-token latency, ms", "first_token_seconds", 1000.0, True),
+    ("first token -> last event, ms", "delivery_seconds", 1000.0, True),
+    ("last event -> stream closed, ms", "tail_seconds", 1000.0, False),
+]
+RATIO_METRICS = ["events_per_second", "first_token_seconds", "seconds"]
+
 
 @dataclass
 class SideResult:
@@ -18,23 +40,14 @@ class SideResult:
     runs: dict[int, list[RunTiming]] = field(default_factory=dict)
     cpu_seconds_per_run: dict[int, dict[str, float]] = field(default_factory=dict)
 
-    def median(self, tokens: int, metric: Callable[[RunTiming], float]) -> float:
-        return statistics.median(metric(run) for run in self.runs[tokens])
-
-
-# (label, metric, unit scale, show the (b)/(a) ratio)
-ROWS: list[tuple[str, Callable[[RunTiming], float], float, bool]] = [
-    ("events", lambda run: run.events, 1.0, False),
-    ("stream time, ms (sent -> closed)", lambda run: run.seconds, 1000.0, True),
-    ("events/s", lambda run: run.events_per_second, 1.0, True),
-    ("first-token latency, ms", lambda run: run.first_token_seconds, 1000.0, True),
-    ("first token -> last event, ms", lambda run: run.delivery_seconds, 1000.0, True),
-    ("last event -> stream closed, ms", lambda run: run.tail_seconds, 1000.0, False),
-]
+    def median(self, tokens: int, metric: str) -> float:
+        return statistics.median(METRICS[metric](run) for run in self.runs[tokens])
 
 
 def number(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+    if value >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    return f"{value:,.1f}"
 
 
 def table(baseline: SideResult, gateway: SideResult, sizes: list[int]) -> str:
@@ -65,14 +78,7 @@ def cpu_table(sides: list[SideResult], tokens: int) -> str:
 def side_document(side: SideResult) -> dict[str, Any]:
     return {
         "medians": {
-            str(tokens): {
-                "events": side.median(tokens, lambda run: run.events),
-                "seconds": side.median(tokens, lambda run: run.seconds),
-                "events_per_second": side.median(tokens, lambda run: run.events_per_second),
-                "first_token_seconds": side.median(tokens, lambda run: run.first_token_seconds),
-                "delivery_seconds": side.median(tokens, lambda run: run.delivery_seconds),
-                "tail_seconds": side.median(tokens, lambda run: run.tail_seconds),
-            }
+            str(tokens): {metric: side.median(tokens, metric) for metric in METRICS}
             for tokens in side.runs
         },
         "cpu_seconds_per_run": {str(t): cpu for t, cpu in side.cpu_seconds_per_run.items()},
@@ -83,14 +89,10 @@ def side_document(side: SideResult) -> dict[str, Any]:
 
 
 def ratios(baseline: SideResult, gateway: SideResult) -> dict[str, dict[str, float]]:
-    def ratio(tokens: int, metric: Callable[[RunTiming], float]) -> float:
-        return gateway.median(tokens, metric) / baseline.median(tokens, metric)
-
     return {
         str(tokens): {
-            "events_per_second": ratio(tokens, lambda run: run.events_per_second),
-            "first_token_seconds": ratio(tokens, lambda run: run.first_token_seconds),
-            "seconds": ratio(tokens, lambda run: run.seconds),
+            metric: gateway.median(tokens, metric) / baseline.median(tokens, metric)
+            for metric in RATIO_METRICS
         }
         for tokens in baseline.runs
     }

@@ -35,7 +35,12 @@ class RunTiming:
         return self.seconds - self.last_event_seconds
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "events_per_second": self.events_per_second}
+        return {
+            **asdict(self),
+            "events_per_second": self.events_per_second,
+            "delivery_seconds": self.delivery_seconds,
+            "tail_seconds": self.tail_seconds,
+        }
 
 
 def token_input(tokens: int) -> dict[str, Any]:
