@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import uvicorn
 
 from common.settings import get_settings
@@ -10,6 +12,9 @@ from gateway.app import create_app
 
 def main() -> None:
     settings = get_settings()
+    # uvicorn drains on SIGTERM, then re-raises the signal to the handler that was
+    # installed before it; a no-op one lets a clean drain exit with status 0.
+    signal.signal(signal.SIGTERM, lambda *_: None)
     uvicorn.run(
         create_app(settings),
         host=settings.http_host,

@@ -4,6 +4,7 @@ as `langgraph dev` would serve it."""
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import InternalServerError, UnprocessableEntityError
+from langgraph_sdk.errors import UnprocessableEntityError
 
 from common.launch import Stack
 from tests.stacks import running_stack, stack_env
@@ -133,14 +134,15 @@ async def test_graph_and_schemas_describe_the_user_graph(client: LangGraphClient
     assert "text" in schemas["output_schema"]["properties"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InternalServerError,
-    reason="runner GetSchemas answers 500: pydantic rejects typing.TypedDict on Python < 3.12",
-)
-async def test_schemas_of_a_graph_typed_with_typing_typeddict(client: LangGraphClient) -> None:
+async def test_schemas_answer_even_when_pydantic_cannot_build_one(client: LangGraphClient) -> None:
+    # factory_graph's state is a typing.TypedDict, which pydantic rejects before Python 3.12:
+    # that schema is null, as LangGraph Platform reports it, and the request still succeeds.
     schemas = await client.assistants.get_schemas("factory_graph")
-    assert "text" in schemas["input_schema"]["properties"]
+    assert schemas["graph_id"] == "factory_graph"
+    if sys.version_info < (3, 12):
+        assert schemas["input_schema"] is None
+    else:
+        assert "text" in schemas["input_schema"]["properties"]
 
 
 async def test_an_unknown_graph_is_refused(client: LangGraphClient) -> None:

@@ -1,0 +1,87 @@
+"""Process lifecycle: SIGTERM stops a service gracefully; the launcher notices a death."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+from tests.stacks import running_stack, stack_env
+from tests.test_runs import says
+
+
+async def test_sigterm_lets_a_running_run_finish(tmp_path: Path) -> None:
+    env = stack_env(tmp_path, WAYBILL_SHUTDOWN_GRACE_SECONDS="20")
+    with running_stack(env, tmp_path) as stack:
+        client = get_client(url=stack.url)
+        thread = await client.threads.create()
+        run = await client.runs.create(
+            thread["thread_id"],
+            "lead_agent",
+            input=says("/tokens 20000"),
+            stream_mode="messages-tuple",
+        )
+        for _ in range(200):  # until the runner has started it
+            if (await client.runs.get(thread["thread_id"], run["run_id"]))["status"] == "running":
+                break
+            await asyncio.sleep(0.02)
+        runner = stack.processes["runner"]
+        runner.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(runner.wait, 30)
+        assert code == 0
+        finished = await client.runs.get(thread["thread_id"], run["run_id"])
+        assert finished["status"] == "success"
+        await client.aclose()
+
+        for name in ("gateway", "admission", "journal", "delivery"):
+            stack.processes[name].send_signal(signal.SIGTERM)
+            assert stack.processes[name].wait(15) == 0, name
+
+
+def _children(pid: int) -> dict[int, str]:
+    listing = subprocess.run(
+        ["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True
+    ).stdout
+    return {int(line.split(None, 1)[0]): line.split(None, 1)[1] for line in listing.splitlines()}
+
+
+@pytest.mark.timeout(90)
+def test_launcher_stops_everything_when_one_service_dies(tmp_path: Path) -> None:
+    env = {**os.environ, **stack_env(tmp_path)}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "common.launch"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert launcher.stdout is not None
+        for line in launcher.stdout:
+            if "ready at" in line:
+                break
+        url = f"http://127.0.0.1:{env['WAYBILL_HTTP_PORT']}"
+        assert httpx.get(f"{url}/ok").status_code == 200
+        children = _children(launcher.pid)
+        assert len(children) == 5
+        journal = next(pid for pid, args in children.items() if "services.journal" in args)
+        os.kill(journal, signal.SIGKILL)
+
+        rest, _ = launcher.communicate(timeout=60)
+        assert "journal exited" in rest
+        assert launcher.returncode != 0
+        time.sleep(0.2)
+        for pid in children:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
