@@ -29,7 +29,8 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy common gateway services
 
-test: setup proto lint typecheck
+# The stubs are committed; tests/test_contracts.py fails if they are stale.
+test: setup lint typecheck
 	$(BIN)/pytest -q
 
 bench: setup proto
