@@ -7,11 +7,10 @@ import json
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import UnprocessableEntityError
 
@@ -88,15 +87,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp("stack-byog")
     with running_stack(stack_env(data_dir, WAYBILL_GRAPHS=str(manifest)), data_dir) as running:
         yield running
-
-
-@pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=30)
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
 
 
 async def test_every_graph_has_an_assistant_with_the_platform_id(client: LangGraphClient) -> None:

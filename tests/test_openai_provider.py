@@ -3,13 +3,12 @@ server (a local stub), and a model outside the configured list is refused."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import BadRequestError
 
@@ -48,15 +47,6 @@ def stack(stub: OpenAIStub, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     config = write_config(data_dir / "waybill.yaml", stub)
     with running_stack(stack_env(data_dir, WAYBILL_CONFIG=str(config)), data_dir) as running:
         yield running
-
-
-@pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=30)
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
 
 
 async def test_lead_agent_streams_tokens_from_the_openai_model(
