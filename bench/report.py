@@ -26,7 +26,7 @@ ROWS: list[tuple[str, str, float, bool]] = [
     ("stream time, ms (sent -> closed)", "seconds", 1000.0, True),
     ("events/s", "events_per_second", 1.0, True),
     ("first-token latency, ms", "first_token_seconds", 1000.0, True),
-    ("first token -> last event, ms", "delivery_seconds", 1000.0, True),
+    ("first token -> last event, ms", "delivery_seconds", 1000.0, False),
     ("last event -> stream closed, ms", "tail_seconds", 1000.0, False),
 ]
 RATIO_METRICS = ["events_per_second", "first_token_seconds", "seconds"]

@@ -40,6 +40,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--repetitions", type=int, default=5, help="measured runs per size")
     parser.add_argument("--warmups", type=int, default=1, help="unmeasured runs per size first")
+    parser.add_argument(
+        "--run-timeout",
+        type=float,
+        default=60.0,
+        help="seconds before a gateway run counts as stuck",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results here")
     return parser.parse_args(argv)
 
@@ -80,7 +86,7 @@ def measure_gateway(sizes: list[int], args: argparse.Namespace) -> SideResult:
             pids = {name: process.pid for name, process in stack.processes.items()}
             return measure_side(
                 "gateway",
-                lambda tokens: through_gateway.time_run(client, tokens),
+                lambda tokens: through_gateway.time_run(client, tokens, args.run_timeout),
                 stack_probe(pids, "bench client"),
                 sizes,
                 args,

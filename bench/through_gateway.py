@@ -7,7 +7,7 @@ import time
 import httpx
 
 from bench.sse import StreamTally
-from bench.timing import RunTiming, checked_timing, token_input
+from bench.timing import BenchError, RunTiming, checked_timing, token_input
 
 
 def create_thread(client: httpx.Client) -> str:
@@ -16,7 +16,7 @@ def create_thread(client: httpx.Client) -> str:
     return str(reply.json()["thread_id"])
 
 
-def time_run(client: httpx.Client, tokens: int) -> RunTiming:
+def time_run(client: httpx.Client, tokens: int, timeout_seconds: float) -> RunTiming:
     # A fresh thread per run, so no run replays a growing history to the model.
     thread_id = create_thread(client)
     body = {
@@ -30,6 +30,9 @@ def time_run(client: httpx.Client, tokens: int) -> RunTiming:
         response.raise_for_status()
         for line in response.iter_lines():
             tally.feed(line)
+            # Heartbeats keep a stuck run's stream alive forever; give up instead.
+            if time.perf_counter() - started > timeout_seconds:
+                raise BenchError(f"a /tokens {tokens} run did not end in {timeout_seconds} s")
     closed = time.perf_counter()
     return checked_timing(
         tokens,

@@ -86,8 +86,8 @@ def thread_to_dict(thread: common_pb2.Thread) -> dict[str, Any]:
         "updated_at": thread.updated_at,
         "metadata": loads(thread.metadata_json, {}),
         "status": thread.status,
-        "values": None,
-        "interrupts": {},
+        "values": loads(thread.values_json, None),
+        "interrupts": loads(thread.interrupts_json, {}),
     }
 
 

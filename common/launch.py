@@ -31,7 +31,7 @@ SERVICES = {
 }
 
 
-def _grpc_serving(address: str) -> bool:
+def grpc_serving(address: str) -> bool:
     with grpc.insecure_channel(address) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
@@ -76,13 +76,16 @@ class Stack:
                 self.start_one(name, module)
         self.wait_ready(only)
 
-    def start_one(self, name: str, module: str | None = None) -> None:
+    def start_one(
+        self, name: str, module: str | None = None, extra_env: Mapping[str, str] | None = None
+    ) -> None:
+        """Start one process; `name` may be a second copy (e.g. "runner-2") of `module`."""
         output = None
         if self.log_dir:
             output = open(os.path.join(self.log_dir, f"{name}.log"), "ab")  # noqa: SIM115
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", module or SERVICES[name]],
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env, **(extra_env or {})},
             stdout=output,
             stderr=subprocess.STDOUT if output else None,
         )
@@ -96,9 +99,7 @@ class Stack:
         while waiting:
             self.raise_if_dead()
             name = waiting[0]
-            ready = (
-                _http_ok(self.url) if name == "gateway" else _grpc_serving(self.address_of(name))
-            )
+            ready = _http_ok(self.url) if name == "gateway" else grpc_serving(self.address_of(name))
             if ready:
                 waiting.pop(0)
                 continue

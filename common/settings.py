@@ -47,13 +47,25 @@ class Settings(BaseSettings):
     runner_addr: str = "127.0.0.1:50152"
     journal_addr: str = "127.0.0.1:50153"
     delivery_addr: str = "127.0.0.1:50154"
+    # Where the gateway sends graph-side reads (state, history, graphs): any runner
+    # can answer. A gRPC target such as "ipv4:10.0.0.1:50152,10.0.0.2:50152" or
+    # "dns:///runner:50152"; round-robin over the healthy ones. Default: runner_addr.
+    runner_read_target: str | None = None
 
     runner_slots: int = 8
-    lease_seconds: float = 30.0
+    lease_seconds: float = 30.0  # a claimed run is the runner's for this long without renewal
+    lease_renew_seconds: float | None = None  # default: a third of the lease
+    max_attempts: int = 3  # takeovers after lost leases, then the run ends `error`
+    run_timeout_seconds: float = 3600.0  # a run still going after this ends `timeout`
+    reconnect_seconds: float = 0.5  # runner -> admission work stream retry delay
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
     journal_batch_max: int = 512
     startup_timeout_seconds: float = 60.0
+
+    @property
+    def renew_every(self) -> float:
+        return self.lease_renew_seconds or self.lease_seconds / 3
 
     def sqlalchemy_url(self, service: str) -> str:
         """Postgres is shared by all services; SQLite is one file per service."""
@@ -68,6 +80,12 @@ class Settings(BaseSettings):
             return self.database_url.replace("postgresql+asyncpg://", "postgresql://")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return str((self.data_dir / "checkpoints.db").resolve())
+
+    def checkpoint_sqlalchemy_url(self) -> str:
+        """The checkpointer's database, for the runner's own rows kept beside it."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.checkpointer_url()}"
 
     def yaml_config(self) -> dict[str, Any]:
         if self.config is None:

@@ -25,9 +25,14 @@ class Peers:
 
     @classmethod
     def connect(cls, settings: Settings) -> Peers:
+        runner_reads = grpc.aio.insecure_channel(
+            settings.runner_read_target or settings.runner_addr,
+            options=[("grpc.lb_policy_name", "round_robin")],
+        )
         channels = [
-            grpc.aio.insecure_channel(address)
-            for address in (settings.admission_addr, settings.runner_addr, settings.journal_addr)
+            grpc.aio.insecure_channel(settings.admission_addr),
+            runner_reads,
+            grpc.aio.insecure_channel(settings.journal_addr),
         ]
         return cls(
             admission=admission_pb2_grpc.AdmissionStub(channels[0]),

@@ -73,3 +73,15 @@ def running_stack(env: dict[str, str], log_dir: Path) -> Iterator[Stack]:
         raise
     finally:
         stack.stop()
+
+
+def runner_stats(address: str) -> dict[str, int]:
+    """The counters a runner process keeps (runs started, models built, stale writes...)."""
+    import grpc
+
+    from common import codec
+    from waybill.v1 import runner_pb2, runner_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        reply = runner_pb2_grpc.RunnerStub(channel).GetStats(runner_pb2.GetStatsRequest())
+    return dict(codec.loads(reply.json))

@@ -79,7 +79,7 @@ async def test_lead_agent_streams_tokens_from_the_openai_model(
     assert request["stream"] is True
     assert request["stream_options"] == {"include_usage": True}
     assert request["messages"][-1] == {"role": "user", "content": "hi there"}
-    assert {tool["function"]["name"] for tool in request["tools"]} == {"add", "echo"}
+    assert {tool["function"]["name"] for tool in request["tools"]} == {"add", "echo", "wait"}
 
 
 async def test_a_model_that_is_not_configured_is_refused_before_any_run(

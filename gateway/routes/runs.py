@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, Literal
 from uuid import UUID
 
+import grpc
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -53,7 +57,12 @@ async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
             runner_pb2.GetThreadStateRequest(thread_id=run.thread_id, graph_id=run.graph_id)
         )
     )
-    return codec.loads(reply.json, {}).get("values")
+    state = codec.loads(reply.json, {})
+    values = state.get("values")
+    if state.get("interrupts") and isinstance(values, dict):
+        # LangGraph Platform shows a pause in the output itself.
+        values = {**values, "__interrupt__": state["interrupts"]}
+    return values
 
 
 @router.post("/threads/{thread_id}/runs")
@@ -66,11 +75,36 @@ async def create_run(thread_id: UUID, body: RunCreate, request: Request) -> JSON
 async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_run(peers, str(thread_id), body)
+    frames = sse_frames(peers.journal, run.run_id)
+    if body.on_disconnect == "cancel":
+        frames = cancel_on_disconnect(peers, run, frames)
     return sse_response(
-        sse_frames(peers.journal, run.run_id),
+        frames,
         run_headers(run.thread_id, run.run_id),
         request.app.state.settings.sse_heartbeat_seconds,
     )
+
+
+async def cancel_on_disconnect(
+    peers: Peers, run: common_pb2.Run, frames: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
+    """The creating client went away before the stream ended: interrupt its run."""
+    finished = False
+    try:
+        async for frame in frames:
+            yield frame
+        finished = True
+    finally:
+        if not finished:
+            await asyncio.shield(cancel_quietly(peers, run))
+
+
+async def cancel_quietly(peers: Peers, run: common_pb2.Run) -> None:
+    request = admission_pb2.CancelRunRequest(
+        thread_id=run.thread_id, run_id=run.run_id, action="interrupt"
+    )
+    with contextlib.suppress(grpc.aio.AioRpcError):  # already finished: nothing to do
+        await peers.admission.CancelRun(request)
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -140,6 +174,28 @@ async def join_stream(
         run_headers(run.thread_id, run.run_id),
         request.app.state.settings.sse_heartbeat_seconds,
     )
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+async def cancel_run(
+    thread_id: UUID,
+    run_id: UUID,
+    request: Request,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response:
+    peers = peers_of(request)
+    run = await call(
+        peers.admission.CancelRun(
+            admission_pb2.CancelRunRequest(
+                thread_id=str(thread_id), run_id=str(run_id), action=action
+            )
+        )
+    )
+    if not wait:
+        return Response(status_code=202)
+    await wait_for_end(peers.journal, run.run_id)
+    return Response(status_code=204)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")

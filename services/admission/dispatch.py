@@ -1,27 +1,34 @@
-"""Hands committed runs to connected runners at once.
+"""Hands committed runs to connected runners at once, and carries cancel orders
+and lease grants to them.
 
-Each runner holds one `Work` stream. `RunnerPool.wake()` is called when a run
-is committed or a slot frees up; the dispatch loop then claims pending runs for
-runners with free slots until there is nothing left to claim. Nothing polls.
+Each runner holds one `Work` stream. `RunnerPool.wake()` is called when a run is
+committed, cancelled or released, or a slot frees up; the dispatch loop then
+claims runs for runners with free slots until nothing is left to claim. Between
+wake-ups it sleeps until the next lease expires, so a dead runner's run is taken
+over on time. Nothing polls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from services.admission.records import RunRecord
+from common import codec
 from services.admission.store import AdmissionStore
+from waybill.v1 import admission_pb2
 
 log = logging.getLogger("waybill.admission.dispatch")
+
+Outbox = asyncio.Queue[admission_pb2.WorkAssignment | None]
 
 
 @dataclass
 class RunnerConnection:
     runner_id: str
     slots: int
-    outbox: asyncio.Queue[RunRecord | None] = field(default_factory=asyncio.Queue)
+    outbox: Outbox = field(default_factory=asyncio.Queue)
     active: set[str] = field(default_factory=set)
 
     @property
@@ -30,9 +37,10 @@ class RunnerConnection:
 
 
 class RunnerPool:
-    def __init__(self, store: AdmissionStore, lease_seconds: float) -> None:
+    def __init__(self, store: AdmissionStore, lease_seconds: float, max_attempts: int) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
+        self.max_attempts = max_attempts
         self.runners: dict[str, RunnerConnection] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -49,6 +57,8 @@ class RunnerPool:
     def wake(self) -> None:
         self._wake.set()
 
+    # ---- runner connections ----------------------------------------------------
+
     def connect(self, runner_id: str, slots: int) -> RunnerConnection:
         connection = RunnerConnection(runner_id=runner_id, slots=max(1, slots))
         self.runners[runner_id] = connection
@@ -61,30 +71,76 @@ class RunnerPool:
             del self.runners[connection.runner_id]
         log.info("runner %s disconnected", connection.runner_id)
 
+    def drain(self, connection: RunnerConnection) -> None:
+        connection.slots = 0
+        log.info("runner %s is draining", connection.runner_id)
+
     def release(self, runner_id: str, run_id: str) -> None:
         connection = self.runners.get(runner_id)
         if connection is not None:
             connection.active.discard(run_id)
         self.wake()
 
+    def send_cancel(self, run_id: str, action: str) -> bool:
+        """Tell the runner executing `run_id` to stop it. False when none here has it."""
+        for connection in self.runners.values():
+            if run_id in connection.active:
+                order = admission_pb2.CancelOrder(run_id=run_id, action=action)
+                connection.outbox.put_nowait(admission_pb2.WorkAssignment(cancel=order))
+                return True
+        return False
+
+    async def renew(self, connection: RunnerConnection, leases: list[tuple[str, int]]) -> None:
+        renewed, lost = await self.store.renew_leases(
+            connection.runner_id, leases, self.lease_seconds
+        )
+        for run_id, _epoch in lost:
+            connection.active.discard(run_id)
+        grant = admission_pb2.LeaseGrant(
+            renewed=[admission_pb2.RunLease(run_id=r, epoch=e) for r, e in renewed],
+            lost=[admission_pb2.RunLease(run_id=r, epoch=e) for r, e in lost],
+            lease_seconds=self.lease_seconds,
+        )
+        connection.outbox.put_nowait(admission_pb2.WorkAssignment(lease=grant))
+        if lost:
+            self.wake()
+
+    # ---- the dispatch loop -----------------------------------------------------
+
     async def _dispatch_forever(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
             try:
                 await self._dispatch_pending()
+                timeout = await self._seconds_to_next_expiry()
             except Exception:
-                log.exception("dispatch pass failed; retrying on the next wake-up")
-                await asyncio.sleep(0.5)
-                self._wake.set()
+                log.exception("dispatch pass failed; retrying shortly")
+                timeout = 0.5
+            with contextlib.suppress(TimeoutError):  # a lease expired: look again
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+
+    async def _seconds_to_next_expiry(self) -> float | None:
+        expiry = await self.store.next_lease_expiry()
+        if expiry is None:
+            return None
+        if expiry.tzinfo is None:
+            expiry = expiry.replace(tzinfo=codec.now_utc().tzinfo)
+        return max(0.05, (expiry - codec.now_utc()).total_seconds() + 0.05)
 
     async def _dispatch_pending(self) -> None:
         while True:
             runner = max(self.runners.values(), key=lambda r: r.free_slots, default=None)
             if runner is None or runner.free_slots <= 0:
                 return
-            run = await self.store.claim_next(runner.runner_id, self.lease_seconds)
+            run = await self.store.claim_next(
+                runner.runner_id, self.lease_seconds, self.max_attempts
+            )
             if run is None:
                 return
+            for other in self.runners.values():
+                other.active.discard(run.run_id)  # a takeover: it is no longer theirs
             runner.active.add(run.run_id)
-            runner.outbox.put_nowait(run)
+            runner.outbox.put_nowait(admission_pb2.WorkAssignment(run=run.to_proto()))
+            if run.cancel_action:
+                order = admission_pb2.CancelOrder(run_id=run.run_id, action=run.cancel_action)
+                runner.outbox.put_nowait(admission_pb2.WorkAssignment(cancel=order))

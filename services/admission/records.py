@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,14 +12,23 @@ from waybill.v1 import common_pb2
 ACTIVE_STATUSES = ("pending", "running")
 TERMINAL_STATUSES = ("success", "error", "timeout", "interrupted")
 
-# Which status a run may move to from which. Every status write goes through
-# `RunStore` using this table as its WHERE clause.
+# Which status a run may move to from which. Every status write in
+# `AdmissionStore` uses this table as its WHERE clause.
 RUN_TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "pending": ("running", "interrupted"),
-    "running": ("success", "error", "timeout", "interrupted"),
+    "pending": ("running", "interrupted", "error"),
+    # running -> running is a takeover: a new epoch for another runner.
+    "running": ("running", "success", "error", "timeout", "interrupted"),
 }
 
-# The thread's status after its run ends this way.
+CANCEL_ACTIONS = ("interrupt", "rollback")
+
+
+def allowed_sources(target: str) -> list[str]:
+    """The statuses a run may be in for a write of `target` to succeed."""
+    return [source for source, targets in RUN_TRANSITIONS.items() if target in targets]
+
+
+# The thread's status after its run ends this way (when the runner does not say).
 THREAD_STATUS_AFTER_RUN = {
     "success": "idle",
     "error": "error",
@@ -35,6 +44,8 @@ class ThreadRecord:
     status: str
     created_at: datetime
     updated_at: datetime
+    values: dict[str, Any] | None = None
+    interrupts: dict[str, Any] | None = None
 
     def to_proto(self) -> common_pb2.Thread:
         return common_pb2.Thread(
@@ -43,6 +54,8 @@ class ThreadRecord:
             status=self.status,
             created_at=codec.iso(self.created_at),
             updated_at=codec.iso(self.updated_at),
+            values_json=codec.dumps(self.values) if self.values is not None else b"",
+            interrupts_json=codec.dumps(self.interrupts or {}),
         )
 
 
@@ -63,7 +76,7 @@ class RunRecord:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     stop_reason: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    cancel_action: str | None = None
 
     def to_proto(self) -> common_pb2.Run:
         return common_pb2.Run(
@@ -80,4 +93,5 @@ class RunRecord:
             epoch=self.epoch,
             attempt=self.attempt,
             stop_reason=self.stop_reason,
+            cancel_action=self.cancel_action or "",
         )

@@ -18,7 +18,8 @@ from common.sql import create_engine
 from services.admission.assistants import AssistantCatalog
 from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.policy import build_run
-from services.admission.store import AdmissionStore
+from services.admission.records import CANCEL_ACTIONS
+from services.admission.store import AdmissionStore, RunEnd
 from waybill.v1 import admission_pb2, admission_pb2_grpc
 
 log = logging.getLogger("waybill.admission")
@@ -130,10 +131,10 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         reader = asyncio.create_task(self._read_reports(request_iterator, connection))
         try:
             while True:
-                run = await connection.outbox.get()
-                if run is None:
+                assignment = await connection.outbox.get()
+                if assignment is None:
                     return
-                yield admission_pb2.WorkAssignment(run=run.to_proto())
+                yield assignment
         finally:
             reader.cancel()
             self.pool.disconnect(connection)
@@ -142,19 +143,53 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         self, requests: AsyncIterator[admission_pb2.WorkRequest], connection: RunnerConnection
     ) -> None:
         try:
-            async for _message in requests:
-                pass  # lease renewals arrive here (runner issue)
+            async for message in requests:
+                kind = message.WhichOneof("kind")
+                if kind == "renew":
+                    leases = [(lease.run_id, lease.epoch) for lease in message.renew.leases]
+                    await self.pool.renew(connection, leases)
+                elif kind == "draining":
+                    self.pool.drain(connection)
+                elif kind == "released":
+                    await self.store.release_run(message.released.run_id, message.released.epoch)
+                    self.pool.release(connection.runner_id, message.released.run_id)
+        except Exception:
+            log.exception("work stream of runner %s failed", connection.runner_id)
         finally:
             connection.outbox.put_nowait(None)
+
+    @translate_errors
+    async def BeginRun(self, request, context):  # type: ignore[no-untyped-def]
+        started, reason = await self.store.begin_run(request.run_id, request.epoch)
+        return admission_pb2.BeginRunResponse(started=started, reason=reason)
+
+    @translate_errors
+    async def CancelRun(self, request, context):  # type: ignore[no-untyped-def]
+        action = request.action or "interrupt"
+        if action not in CANCEL_ACTIONS:
+            raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
+        run = await self.store.request_cancel(_thread_id(request.thread_id), request.run_id, action)
+        # The first action wins: tell the runner the one that was stored.
+        if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
+            self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
+        return run.to_proto()
 
     @translate_errors
     async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
         if status not in ("success", "error", "timeout", "interrupted"):
             raise invalid("status must be terminal.")
-        accepted = await self.store.finish_run(
-            request.run_id, request.epoch, status, request.stop_reason
+        report = RunEnd(
+            run_id=request.run_id,
+            epoch=request.epoch,
+            status=status,
+            stop_reason=request.stop_reason,
+            thread_status=request.thread_status or None,
+            values=codec.loads(request.values_json, None),
+            interrupts=codec.loads(request.interrupts_json, None),
+            rolled_back=request.rolled_back,
         )
+        accepted = await self.store.finish_run(report)
         if not accepted:
             log.warning("refused stale finish of run %s (epoch %d)", request.run_id, request.epoch)
         self.pool.release(request.runner_id, request.run_id)
@@ -166,7 +201,7 @@ async def main() -> None:
     configure_logging("admission")
     store = AdmissionStore(create_engine(settings.sqlalchemy_url("admission")))
     await store.migrate()
-    pool = RunnerPool(store, settings.lease_seconds)
+    pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
     pool.start()
     servicer = AdmissionServicer(store, pool, settings)
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, select, type_coerce, update
+from sqlalchemy import (
+    Select,
+    and_,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -19,10 +31,10 @@ from common.errors import busy, conflict, not_found
 from common.sql import migrate
 from services.admission.records import (
     ACTIVE_STATUSES,
-    RUN_TRANSITIONS,
     THREAD_STATUS_AFTER_RUN,
     RunRecord,
     ThreadRecord,
+    allowed_sources,
 )
 from services.admission.tables import runs, threads
 
@@ -36,6 +48,8 @@ def _thread(row: Row[Any]) -> ThreadRecord:
         status=row.status,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        values=row.values,
+        interrupts=row.interrupts,
     )
 
 
@@ -56,6 +70,7 @@ def _run(row: Row[Any]) -> RunRecord:
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
         stop_reason=row.stop_reason,
+        cancel_action=row.cancel_action,
     )
 
 
@@ -157,31 +172,26 @@ class AdmissionStore:
         """Insert `run` as pending, honouring its thread's multitask strategy."""
         async with self._thread_locks[run.thread_id], self.engine.begin() as conn:
             thread = await self._get_thread(conn, run.thread_id, lock=True)
+            # As LangGraph Platform does: the thread records which graph it runs,
+            # and the run's metadata is merged into the thread's.
+            stamp = {**run.metadata, "graph_id": run.graph_id, "assistant_id": run.assistant_id}
             if thread is None:
                 if if_not_exists != "create":
                     raise not_found(f"Thread {run.thread_id} not found.")
                 await conn.execute(
                     insert(threads).values(
                         thread_id=run.thread_id,
-                        metadata={"graph_id": run.graph_id, "assistant_id": run.assistant_id},
+                        metadata=stamp,
                         status="idle",
                         created_at=run.created_at,
                         updated_at=run.created_at,
                     )
                 )
             else:
-                # LangGraph Platform records on the thread which graph it runs.
                 await conn.execute(
                     update(threads)
                     .where(threads.c.thread_id == run.thread_id)
-                    .values(
-                        metadata={
-                            **thread.metadata,
-                            "graph_id": run.graph_id,
-                            "assistant_id": run.assistant_id,
-                        },
-                        updated_at=run.created_at,
-                    )
+                    .values(metadata={**thread.metadata, **stamp}, updated_at=run.created_at)
                 )
             if run.multitask_strategy == "reject" and await self._has_active_run(
                 conn, run.thread_id
@@ -227,82 +237,239 @@ class AdmissionStore:
         async with self.engine.begin() as conn:
             await conn.execute(delete(runs).where(runs.c.run_id == run_id))
 
-    async def claim_next(self, runner_id: str, lease_seconds: float) -> RunRecord | None:
-        """Start the oldest pending run whose thread is free: pending -> running."""
-        running = runs.alias("running")
-        candidate = (
+    # ---- the run lifecycle: claim -> begin -> renew ... -> finish ------------------
+
+    def _claimable(self, now: datetime) -> Select[Any]:
+        """Pending runs whose thread is free (or that are cancelled: they only need
+        finalizing), and running runs whose lease expired (takeover), oldest first."""
+        other = runs.alias("other")
+        # Busy: another active run of the thread is held by a runner (claimed,
+        # running, or waiting for takeover).
+        thread_busy = exists().where(
+            and_(
+                other.c.thread_id == runs.c.thread_id,
+                other.c.run_id != runs.c.run_id,
+                other.c.status.in_(ACTIVE_STATUSES),
+                other.c.lease_owner.is_not(None),
+            )
+        )
+        query = (
             select(runs.c.run_id)
             .where(
-                runs.c.status == "pending",
-                ~exists().where(
-                    and_(running.c.thread_id == runs.c.thread_id, running.c.status == "running")
-                ),
+                or_(
+                    and_(
+                        runs.c.status == "pending",
+                        or_(runs.c.cancel_action.is_not(None), ~thread_busy),
+                        or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < now),
+                    ),
+                    and_(runs.c.status == "running", runs.c.lease_expires_at < now),
+                )
             )
             .order_by(runs.c.created_at)
             .limit(1)
         )
         if self.is_postgres:
-            candidate = candidate.with_for_update(skip_locked=True, of=runs)
-        async with self.engine.begin() as conn:
-            run_id = (await conn.execute(candidate)).scalar()
-            if run_id is None:
-                return None
+            query = query.with_for_update(skip_locked=True, of=runs)
+        return query
+
+    async def claim_next(
+        self, runner_id: str, lease_seconds: float, max_attempts: int
+    ) -> RunRecord | None:
+        """Lease the next claimable run to `runner_id` with a new epoch.
+
+        A run that already used `max_attempts` attempts is ended `error` instead.
+        """
+        while True:
             now = codec.now_utc()
-            row = (
-                await conn.execute(
-                    update(runs)
-                    .where(runs.c.run_id == run_id, runs.c.status == "pending")
-                    .values(
-                        status="running",
-                        epoch=runs.c.epoch + 1,
-                        attempt=runs.c.attempt + 1,
-                        lease_owner=runner_id,
-                        lease_expires_at=now + timedelta(seconds=lease_seconds),
-                        updated_at=now,
+            async with self.engine.begin() as conn:
+                run_id = (await conn.execute(self._claimable(now))).scalar()
+                if run_id is None:
+                    return None
+                row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
+                if row.attempt >= max_attempts and row.cancel_action is None:
+                    await self._end(
+                        conn,
+                        row,
+                        "error",
+                        f"lease expired {row.attempt} times; giving up",
+                        thread_status="error",
                     )
-                    .returning(*runs.c)
-                )
-            ).first()
-            if row is None:
-                return None
+                    continue
+                claimed = (
+                    await conn.execute(
+                        update(runs)
+                        .where(runs.c.run_id == run_id, runs.c.epoch == row.epoch)
+                        .values(
+                            epoch=runs.c.epoch + 1,
+                            attempt=runs.c.attempt + 1,
+                            lease_owner=runner_id,
+                            lease_expires_at=now + timedelta(seconds=lease_seconds),
+                        )
+                        .returning(*runs.c)
+                    )
+                ).first()
+            if claimed is not None:
+                return _run(claimed)
+
+    async def begin_run(self, run_id: str, epoch: int) -> tuple[bool, str]:
+        """The start barrier. (started, reason)."""
+        now = codec.now_utc()
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
+            if row is None or row.epoch != epoch or row.status not in allowed_sources("running"):
+                return False, "stale"
+            if row.cancel_action is not None:
+                await self._end(conn, row, "interrupted", "cancelled before it started")
+                return False, "cancelled"
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.epoch == epoch)
+                .values(status="running", updated_at=now)
+            )
             await conn.execute(
                 update(threads)
                 .where(threads.c.thread_id == row.thread_id)
                 .values(status="busy", updated_at=now)
             )
-        return _run(row)
+        return True, ""
 
-    async def finish_run(self, run_id: str, epoch: int, status: str, stop_reason: str) -> bool:
-        """Write a terminal status; refused (False) for a stale epoch or a finished run."""
-        allowed_from = [s for s, targets in RUN_TRANSITIONS.items() if status in targets]
-        now = codec.now_utc()
+    async def request_cancel(self, thread_id: str, run_id: str, action: str) -> RunRecord:
+        """Record a cancel request; the first action wins. Only active runs qualify."""
         async with self.engine.begin() as conn:
             row = (
                 await conn.execute(
+                    select(runs).where(runs.c.run_id == run_id, runs.c.thread_id == thread_id)
+                )
+            ).first()
+            if row is None or row.status not in ACTIVE_STATUSES:
+                raise not_found(f"Run {run_id} not found or not active on thread {thread_id}.")
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.cancel_action.is_(None))
+                .values(cancel_action=action)
+            )
+            if row.status == "pending" and row.lease_owner is None:
+                # Nobody holds it: make it claimable now so a runner finalizes it.
+                await conn.execute(
+                    update(runs).where(runs.c.run_id == run_id).values(lease_expires_at=None)
+                )
+            refreshed = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
+        return _run(refreshed)
+
+    async def renew_leases(
+        self, runner_id: str, leases: list[tuple[str, int]], lease_seconds: float
+    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """Extend the leases this runner still holds. (renewed, lost)."""
+        if not leases:
+            return [], []
+        expires = codec.now_utc() + timedelta(seconds=lease_seconds)
+        renewed: list[tuple[str, int]] = []
+        async with self.engine.begin() as conn:
+            for run_id, epoch in leases:
+                result = await conn.execute(
                     update(runs)
                     .where(
                         runs.c.run_id == run_id,
                         runs.c.epoch == epoch,
-                        runs.c.status.in_(allowed_from),
+                        runs.c.lease_owner == runner_id,
+                        runs.c.status.in_(ACTIVE_STATUSES),
                     )
-                    .values(
-                        status=status,
-                        stop_reason=stop_reason,
-                        lease_owner=None,
-                        lease_expires_at=None,
-                        updated_at=now,
-                    )
-                    .returning(runs.c.thread_id)
+                    .values(lease_expires_at=expires)
                 )
-            ).first()
-            if row is None:
-                return False
+                if result.rowcount:
+                    renewed.append((run_id, epoch))
+        lost = [lease for lease in leases if lease not in renewed]
+        return renewed, lost
+
+    async def release_run(self, run_id: str, epoch: int) -> None:
+        """A draining runner hands a run back: its lease ends now."""
+        async with self.engine.begin() as conn:
             await conn.execute(
-                update(threads)
-                .where(threads.c.thread_id == row.thread_id)
-                .values(status=THREAD_STATUS_AFTER_RUN[status], updated_at=now)
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.epoch == epoch)
+                .values(lease_expires_at=codec.now_utc() - timedelta(seconds=1))
             )
+
+    async def next_lease_expiry(self) -> datetime | None:
+        async with self.engine.connect() as conn:
+            query = select(func.min(runs.c.lease_expires_at)).where(
+                runs.c.status.in_(ACTIVE_STATUSES), runs.c.lease_owner.is_not(None)
+            )
+            return (await conn.execute(query)).scalar()  # type: ignore[no-any-return]
+
+    async def finish_run(self, report: RunEnd) -> bool:
+        """Write a terminal status; refused (False) for a stale epoch or a finished run."""
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(select(runs).where(runs.c.run_id == report.run_id))).first()
+            if (
+                row is None
+                or row.epoch != report.epoch
+                or row.status not in allowed_sources(report.status)
+            ):
+                return False
+            await self._end(
+                conn,
+                row,
+                report.status,
+                report.stop_reason,
+                thread_status=report.thread_status,
+                values=report.values,
+                interrupts=report.interrupts,
+            )
+            if report.rolled_back:
+                await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
         return True
+
+    async def _end(
+        self,
+        conn: AsyncConnection,
+        row: Row[Any],
+        status: str,
+        stop_reason: str,
+        *,
+        thread_status: str | None = None,
+        values: dict[str, Any] | None = None,
+        interrupts: dict[str, Any] | None = None,
+    ) -> None:
+        """Terminal write for a run (conditional on its epoch) and its thread's status."""
+        now = codec.now_utc()
+        await conn.execute(
+            update(runs)
+            .where(runs.c.run_id == row.run_id, runs.c.epoch == row.epoch)
+            .values(
+                status=status,
+                stop_reason=stop_reason,
+                lease_owner=None,
+                lease_expires_at=None,
+                updated_at=now,
+            )
+        )
+        if row.status == "pending":
+            return  # it never ran: the thread's state and status are not its to change
+        thread_values: dict[str, Any] = {
+            "status": thread_status or THREAD_STATUS_AFTER_RUN[status],
+            "updated_at": now,
+        }
+        if values is not None:
+            thread_values["values"] = values
+            thread_values["interrupts"] = interrupts or {}
+        await conn.execute(
+            update(threads).where(threads.c.thread_id == row.thread_id).values(**thread_values)
+        )
+
+
+@dataclass
+class RunEnd:
+    """A runner's report of how a run ended."""
+
+    run_id: str
+    epoch: int
+    status: str
+    stop_reason: str = ""
+    thread_status: str | None = None
+    values: dict[str, Any] | None = None
+    interrupts: dict[str, Any] | None = None
+    rolled_back: bool = False
 
 
 def _run_values(run: RunRecord) -> dict[str, Any]:
@@ -322,4 +489,5 @@ def _run_values(run: RunRecord) -> dict[str, Any]:
         "lease_owner": run.lease_owner,
         "lease_expires_at": run.lease_expires_at,
         "stop_reason": run.stop_reason,
+        "cancel_action": run.cancel_action,
     }

@@ -17,6 +17,8 @@ threads = Table(
     Column("status", String(16), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("values", JsonDocument),
+    Column("interrupts", JsonDocument),
 )
 
 runs = Table(
@@ -37,4 +39,5 @@ runs = Table(
     Column("lease_owner", String(255)),
     Column("lease_expires_at", DateTime(timezone=True)),
     Column("stop_reason", Text, nullable=False),
+    Column("cancel_action", String(16)),
 )

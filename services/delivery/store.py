@@ -15,13 +15,14 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    func,
     insert,
     select,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from common.errors import conflict, not_found
+from common.errors import busy, conflict, not_found
 from common.sql import migrate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -65,6 +66,18 @@ class ReceiptStore:
     async def write(self, receipt: ReceiptRecord) -> None:
         try:
             async with self.engine.begin() as conn:
+                newest = (
+                    await conn.execute(
+                        select(func.max(receipts.c.epoch)).where(
+                            receipts.c.run_id == receipt.run_id
+                        )
+                    )
+                ).scalar()
+                if newest is not None and newest > receipt.epoch:
+                    raise busy(
+                        f"run {receipt.run_id}: epoch {receipt.epoch} is stale "
+                        f"(a receipt exists for epoch {newest})"
+                    )
                 await conn.execute(insert(receipts).values(**receipt.__dict__))
         except IntegrityError as error:
             raise conflict(

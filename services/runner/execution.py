@@ -1,20 +1,25 @@
-"""The life of one run on a runner: metadata, astream, journal, receipt, status.
+"""The life of one run on a runner.
 
-Order at the end matters: events flushed durably -> receipt written -> terminal
-status reported -> journal closed. A client whose stream ends therefore always
-finds the run's final status.
+begin (the start barrier) -> metadata -> astream, journaling every frame ->
+settle a cancel (rollback or close dangling tool calls) -> flush the journal ->
+receipt -> terminal status -> close the journal. Every durable write is checked
+against the run's fence first, so a runner that lost the run writes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
+from langgraph.pregel import Pregel
+from langgraph.types import Command, StateSnapshot
 
 from common import codec
+from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import (
     error_event,
     event_name,
@@ -24,6 +29,8 @@ from services.runner.frames import (
 )
 from services.runner.graphs import GraphRegistry
 from services.runner.journal_sink import JournalSink
+from services.runner.stats import STATS
+from services.runner.store import RunnerStore
 from waybill.v1 import (
     admission_pb2,
     admission_pb2_grpc,
@@ -35,6 +42,8 @@ from waybill.v1 import (
 
 log = logging.getLogger("waybill.runner")
 
+CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call finished."
+
 
 @dataclass
 class Peers:
@@ -44,9 +53,16 @@ class Peers:
 
 
 @dataclass
+class RunLimits:
+    lease_seconds: float
+    run_timeout_seconds: float
+
+
+@dataclass
 class Outcome:
     status: common_pb2.RunStatus
     error: BaseException | None = None
+    stop_reason: str = ""
 
 
 def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
@@ -61,8 +77,12 @@ def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
     if kwargs.get("checkpoint_id"):
         configurable["checkpoint_id"] = kwargs["checkpoint_id"]
     config["configurable"] = configurable
-    config.setdefault("metadata", {}).update(run_id=run.run_id, thread_id=run.thread_id)
+    config["metadata"] = {**config.get("metadata", {}), "run_id": run.run_id}
     return config  # type: ignore[return-value]
+
+
+def thread_config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
 
 
 def graph_input(kwargs: dict[str, Any]) -> Any:
@@ -76,70 +96,210 @@ def graph_input(kwargs: dict[str, Any]) -> Any:
     return kwargs.get("input")
 
 
+def dangling_tool_calls(values: Any) -> list[Any]:
+    """Tool calls of the last AI message that never got an answer."""
+    messages = values.get("messages") if isinstance(values, dict) else None
+    if not messages:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    if last_ai is None:
+        return []
+    return [call for call in last_ai.tool_calls if call.get("id") not in answered]
+
+
+def interrupts_of(snapshot: StateSnapshot) -> dict[str, Any]:
+    found: dict[str, list[Any]] = {}
+    for task in snapshot.tasks:
+        if task.interrupts:
+            found[task.id] = [{"value": i.value, "id": i.id} for i in task.interrupts]
+    return found
+
+
 class RunExecution:
-    def __init__(self, run: common_pb2.Run, runner_id: str, graphs: GraphRegistry, peers: Peers):
+    def __init__(
+        self,
+        run: common_pb2.Run,
+        runner_id: str,
+        graphs: GraphRegistry,
+        peers: Peers,
+        store: RunnerStore,
+        limits: RunLimits,
+    ) -> None:
         self.run = run
         self.runner_id = runner_id
         self.graphs = graphs
         self.peers = peers
+        self.store = store
+        self.limits = limits
         self.kwargs: dict[str, Any] = codec.loads(run.kwargs_json, {})
-        self.sink = JournalSink(peers.journal, run.run_id, run.epoch)
+        self.fence = RunFence(run.run_id, run.epoch, limits.lease_seconds)
+        self.sink = JournalSink(peers.journal, run.run_id, run.epoch, self.fence)
+        self.cancel_action: str | None = None
+        self.handed_back = False
+        self._graph_task: asyncio.Task[Outcome] | None = None
+
+    # ---- orders from outside -----------------------------------------------------
+
+    def cancel(self, action: str) -> None:
+        if self.cancel_action is None:
+            self.cancel_action = action
+        self._stop_graph()
+
+    def lease_lost(self) -> None:
+        self.fence.lose()
+        self._stop_graph()
+
+    def hand_back(self) -> None:
+        """Draining: stop without finishing; another runner resumes from the checkpoint."""
+        self.handed_back = True
+        self.fence.lose()
+        self._stop_graph()
+
+    def _stop_graph(self) -> None:
+        if self._graph_task is not None and not self._graph_task.done():
+            self._graph_task.cancel()
+
+    # ---- the run -----------------------------------------------------------------
 
     async def execute(self) -> None:
-        self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
-        outcome = await self._drive_graph()
-        if outcome.error is not None:
-            self.sink.emit(*error_event(outcome.error))
-        await self.sink.flush()
-        final_output = await self._final_output()
-        await self._write_receipt(outcome, final_output)
-        accepted = await self._report(outcome)
-        if accepted:
+        begin = await self.peers.admission.BeginRun(
+            admission_pb2.BeginRunRequest(run_id=self.run.run_id, epoch=self.run.epoch)
+        )
+        if not begin.started:
+            await self._not_started(begin.reason)
+            return
+        await self.store.advance_fence(self.run.run_id, self.run.epoch)
+        STATS.runs_started += 1
+        if self.run.attempt > 1:
+            STATS.runs_taken_over += 1
+        try:
+            await self._execute_started()
+        except StaleEpochError as error:
+            STATS.runs_fenced += 1
+            log.warning("run %s: %s", self.run.run_id, error)
+
+    async def _not_started(self, reason: str) -> None:
+        if reason == "cancelled":
+            STATS.runs_cancelled_before_start += 1
+            log.info("run %s was cancelled before it started", self.run.run_id)
             await self.sink.close()
 
-    async def _drive_graph(self) -> Outcome:
-        config = run_config(self.run, self.kwargs)
+    async def _execute_started(self) -> None:
+        self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
+        checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
+        graph = self.graphs.build(
+            self.run.graph_id, run_config(self.run, self.kwargs), checkpointer
+        )
+        outcome = await self._drive_with_limits(graph)
+        if self.fence.lost:
+            if self.handed_back:
+                STATS.runs_handed_back += 1
+            raise StaleEpochError(f"run {self.run.run_id} stopped without finishing")
+        rolled_back = outcome.status == common_pb2.RUN_STATUS_INTERRUPTED and (
+            self.cancel_action == "rollback"
+        )
+        if rolled_back:
+            self.fence.check("rollback")
+            await self.store.delete_run_checkpoints(self.run.thread_id, self.run.run_id)
+        elif outcome.status != common_pb2.RUN_STATUS_SUCCESS:
+            await self._answer_dangling_tool_calls(graph)
+        if outcome.error is not None:
+            self.sink.emit(*error_event(outcome.error))
+        self.fence.check("journal flush")
+        await self.sink.flush()
+        snapshot = await graph.aget_state(thread_config(self.run.thread_id))
+        await self._write_receipt(outcome, snapshot)
+        if await self._report(outcome, snapshot, rolled_back):
+            self.fence.check("journal close")
+            await self.sink.close()
+
+    async def _drive_with_limits(self, graph: Pregel) -> Outcome:
+        self._graph_task = asyncio.create_task(self._drive_graph(graph))
+        if self.cancel_action is not None:  # a cancel arrived with the assignment
+            self._graph_task.cancel()
+        done, _ = await asyncio.wait([self._graph_task], timeout=self.limits.run_timeout_seconds)
+        if not done:
+            self._graph_task.cancel()
+            await asyncio.wait([self._graph_task])
+            seconds = self.limits.run_timeout_seconds
+            return Outcome(
+                common_pb2.RUN_STATUS_TIMEOUT,
+                TimeoutError(f"run exceeded its time limit of {seconds:g} s"),
+                f"timed out after {seconds:g} s",
+            )
+        if self._graph_task.cancelled():
+            action = self.cancel_action or "interrupt"
+            return Outcome(common_pb2.RUN_STATUS_INTERRUPTED, stop_reason=f"cancelled ({action})")
+        return self._graph_task.result()
+
+    async def _start_input(self, graph: Pregel) -> Any:
+        """A taken-over run resumes from its own last checkpoint, if it made one."""
+        if self.run.attempt > 1:
+            latest = await self.graphs.checkpointer.aget_tuple(thread_config(self.run.thread_id))
+            if latest is not None and latest.metadata.get("run_id") == self.run.run_id:
+                return None
+        return graph_input(self.kwargs)
+
+    async def _drive_graph(self, graph: Pregel) -> Outcome:
+        subgraphs = bool(self.kwargs.get("stream_subgraphs"))
         try:
-            graph = self.graphs.build(self.run.graph_id, config)
-            modes = requested_modes(self.kwargs.get("stream_mode"))
             stream = graph.astream(
-                graph_input(self.kwargs),
-                config,
+                await self._start_input(graph),
+                run_config(self.run, self.kwargs),
                 context=self.kwargs.get("context") or None,
-                stream_mode=modes,  # type: ignore[arg-type]
-                subgraphs=bool(self.kwargs.get("stream_subgraphs")),
+                stream_mode=requested_modes(self.kwargs.get("stream_mode")),  # type: ignore[arg-type]
+                subgraphs=subgraphs,
                 interrupt_before=self.kwargs.get("interrupt_before"),
                 interrupt_after=self.kwargs.get("interrupt_after"),
             )
-            subgraphs = bool(self.kwargs.get("stream_subgraphs"))
             async for chunk in stream:
                 parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
                 namespace, mode, data = parts
                 self.sink.emit(event_name(mode, namespace), frame_bytes(mode, data))
+        except StaleEpochError:
+            raise
         except Exception as error:  # the graph's failure ends the run, not the runner
+            if self.fence.lost:
+                raise StaleEpochError(f"run {self.run.run_id} lost its lease") from error
             log.info("run %s failed: %s: %s", self.run.run_id, type(error).__name__, error)
-            return Outcome(common_pb2.RUN_STATUS_ERROR, error)
+            return Outcome(common_pb2.RUN_STATUS_ERROR, error, f"{type(error).__name__}: {error}")
         return Outcome(common_pb2.RUN_STATUS_SUCCESS)
 
-    async def _final_output(self) -> bytes:
-        try:
-            graph = self.graphs.build(self.run.graph_id, run_config(self.run, self.kwargs))
-            snapshot = await graph.aget_state({"configurable": {"thread_id": self.run.thread_id}})
-        except Exception:
-            return b"null"
+    async def _answer_dangling_tool_calls(self, graph: Pregel) -> None:
+        """A cut-short tool call would poison the thread for every provider: answer it."""
+        config = thread_config(self.run.thread_id)
+        snapshot = await graph.aget_state(config)
+        calls = dangling_tool_calls(snapshot.values)
+        if not calls:
+            return
+        replies = [
+            ToolMessage(
+                content=CANCELLED_TOOL_REPLY,
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+            for call in calls
+        ]
+        self.fence.check("closing dangling tool calls")
+        await graph.aupdate_state(config, {"messages": replies})
+
+    # ---- the end -----------------------------------------------------------------
+
+    async def _write_receipt(self, outcome: Outcome, snapshot: StateSnapshot) -> None:
         values = snapshot.values if isinstance(snapshot.values, dict) else {}
         messages = values.get("messages") or []
         last = messages[-1] if messages else None
-        return codec.dumps(
+        final_output = codec.dumps(
             {
                 "state_keys": sorted(values),
                 "last_message": getattr(last, "content", None),
                 "next": list(snapshot.next),
             }
         )
-
-    async def _write_receipt(self, outcome: Outcome, final_output: bytes) -> None:
         error = outcome.error
+        self.fence.check("receipt")
         await self.peers.delivery.WriteReceipt(
             delivery_pb2.WriteReceiptRequest(
                 run_id=self.run.run_id,
@@ -154,17 +314,29 @@ class RunExecution:
             )
         )
 
-    async def _report(self, outcome: Outcome) -> bool:
-        error = outcome.error
+    async def _report(self, outcome: Outcome, snapshot: StateSnapshot, rolled_back: bool) -> bool:
+        interrupts = interrupts_of(snapshot)
+        if rolled_back:
+            thread_status = "idle"
+        elif outcome.status == common_pb2.RUN_STATUS_SUCCESS and (interrupts or snapshot.next):
+            thread_status = "interrupted"  # paused by interrupt(): waiting for a resume
+        else:
+            thread_status = ""
+        self.fence.check("terminal status")
         reply = await self.peers.admission.FinishRun(
             admission_pb2.RunFinished(
                 run_id=self.run.run_id,
                 runner_id=self.runner_id,
                 epoch=self.run.epoch,
                 status=outcome.status,
-                stop_reason=f"{type(error).__name__}: {error}" if error else "",
+                stop_reason=outcome.stop_reason,
+                values_json=codec.dumps(snapshot.values or {}),
+                interrupts_json=codec.dumps(interrupts),
+                thread_status=thread_status,
+                rolled_back=rolled_back,
             )
         )
         if not reply.accepted:
+            STATS.stale_writes_refused += 1
             log.warning("admission refused the end of run %s: it was taken over", self.run.run_id)
         return bool(reply.accepted)

@@ -71,8 +71,10 @@ class GraphRegistry:
             self._loaded[graph_id] = _load_attribute(self.specs[graph_id])
         return self._loaded[graph_id]
 
-    def build(self, graph_id: str, config: RunnableConfig | None = None) -> Pregel:
-        """The graph for one run, wired to our checkpointer and store."""
+    def build(
+        self, graph_id: str, config: RunnableConfig | None = None, checkpointer: Any = None
+    ) -> Pregel:
+        """The graph for one run, wired to our checkpointer (or the one given) and store."""
         value = self._attribute(graph_id)
         if callable(value) and not isinstance(value, Pregel | StateGraph):
             takes_config = bool(inspect.signature(value).parameters)
@@ -80,4 +82,6 @@ class GraphRegistry:
             if not takes_config:
                 self._loaded[graph_id] = value  # a factory without inputs builds once
         graph = _as_compiled(value)
-        return graph.copy(update={"checkpointer": self.checkpointer, "store": self.store})
+        return graph.copy(
+            update={"checkpointer": checkpointer or self.checkpointer, "store": self.store}
+        )

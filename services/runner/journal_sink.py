@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 
+from services.runner.fencing import RunFence
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 
 class JournalSink:
-    def __init__(self, journal: journal_pb2_grpc.JournalStub, run_id: str, epoch: int) -> None:
+    def __init__(
+        self, journal: journal_pb2_grpc.JournalStub, run_id: str, epoch: int, fence: RunFence
+    ) -> None:
         self.journal = journal
         self.run_id = run_id
         self.epoch = epoch
+        self.fence = fence
         self._buffer: list[journal_pb2.RunEvent] = []
         self._pump: asyncio.Task[None] | None = None
 
@@ -26,6 +30,7 @@ class JournalSink:
     async def _send_all(self) -> None:
         while self._buffer:
             batch, self._buffer = self._buffer, []
+            self.fence.check("journal append")
             await self.journal.Append(
                 journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch, events=batch)
             )
@@ -46,4 +51,5 @@ class JournalSink:
         await self.journal.Flush(journal_pb2.FlushRequest(run_id=self.run_id))
 
     async def close(self) -> None:
+        self.fence.check("journal close")
         await self.journal.Close(journal_pb2.CloseRequest(run_id=self.run_id, epoch=self.epoch))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -34,7 +35,14 @@ def echo(text: str) -> str:
     return text
 
 
-TOOLS = [add, echo]
+@tool
+async def wait(seconds: float) -> str:
+    """Wait for a number of seconds (stands in for a slow tool in demos and tests)."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds:g} s"
+
+
+TOOLS = [add, echo, wait]
 
 
 async def call_model(

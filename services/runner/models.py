@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from common.settings import ModelSpec, Settings, get_settings
+from services.runner.stats import STATS
 
 
 class UnknownModelError(ValueError):
@@ -134,6 +135,7 @@ def _words(text: str) -> list[str]:
 
 
 def _build(spec: ModelSpec) -> BaseChatModel:
+    STATS.models_built += 1
     if spec.provider == "scripted":
         return ScriptedChatModel(model_name=spec.name, **spec.options)
     if spec.provider == "openai":

@@ -14,9 +14,12 @@ from common import codec
 from common.errors import not_found
 from common.grpc_server import configure_logging, serve, translate_errors
 from common.settings import Settings, get_settings
-from services.runner.execution import Peers
+from common.sql import create_engine
+from services.runner.execution import Peers, RunLimits
 from services.runner.graphs import GraphNotFoundError, GraphRegistry
 from services.runner.state import EMPTY_STATE, snapshot_to_dict
+from services.runner.stats import STATS
+from services.runner.store import RunnerStore
 from services.runner.worker import Worker
 from waybill.v1 import (
     admission_pb2_grpc,
@@ -76,6 +79,10 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         return runner_pb2.JsonReply(json=codec.dumps(states))
 
     @translate_errors
+    async def GetStats(self, request, context):  # type: ignore[no-untyped-def]
+        return runner_pb2.JsonReply(json=codec.dumps(STATS.as_dict()))
+
+    @translate_errors
     async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
         drawable = (await self._graph(request.graph_id).aget_graph(xray=request.xray)).to_json()
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
@@ -125,10 +132,20 @@ def connect_peers(settings: Settings) -> Peers:
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
+    store = RunnerStore(create_engine(settings.checkpoint_sqlalchemy_url()))
+    await store.migrate()
     async with open_checkpointer(settings) as checkpointer:
         graphs = GraphRegistry(settings.graph_specs(), checkpointer)
         graphs.load_all()
-        worker = Worker(graphs, connect_peers(settings), settings.runner_slots)
+        worker = Worker(
+            graphs,
+            connect_peers(settings),
+            store,
+            slots=settings.runner_slots,
+            limits=RunLimits(settings.lease_seconds, settings.run_timeout_seconds),
+            renew_every=settings.renew_every,
+            reconnect_seconds=settings.reconnect_seconds,
+        )
         work = asyncio.create_task(worker.run_forever(), name="work-stream")
         servicer = RunnerServicer(graphs)
 

@@ -1,7 +1,10 @@
-"""The runner's side of the `Work` stream: say hello, receive runs, execute them.
+"""The runner's side of the `Work` stream.
 
-The stream is reconnected with a short, configurable backoff when admission
-goes away; runs already executing carry on.
+It says hello, receives runs and cancel orders, renews the leases of the runs
+it executes (and fences any whose lease it lost), and on shutdown drains: it
+takes no new runs, lets running ones finish within the grace period, then
+hands the rest back. The stream is reconnected with a configurable delay when
+admission goes away; runs already executing carry on while their leases last.
 """
 
 from __future__ import annotations
@@ -10,13 +13,16 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 
 import grpc
 
-from services.runner.execution import Peers, RunExecution
+from services.runner.execution import Peers, RunExecution, RunLimits
 from services.runner.graphs import GraphRegistry
+from services.runner.store import RunnerStore
 from waybill.v1 import admission_pb2, common_pb2
 
 log = logging.getLogger("waybill.runner.worker")
@@ -28,64 +34,168 @@ def new_runner_id() -> str:
 
 class Worker:
     def __init__(
-        self, graphs: GraphRegistry, peers: Peers, slots: int, reconnect_seconds: float = 0.5
+        self,
+        graphs: GraphRegistry,
+        peers: Peers,
+        store: RunnerStore,
+        *,
+        slots: int,
+        limits: RunLimits,
+        renew_every: float,
+        reconnect_seconds: float,
     ) -> None:
         self.graphs = graphs
         self.peers = peers
+        self.store = store
         self.slots = slots
+        self.limits = limits
+        self.renew_every = renew_every
         self.reconnect_seconds = reconnect_seconds
         self.runner_id = new_runner_id()
-        self.executions: set[asyncio.Task[None]] = set()
-        self._stopping = asyncio.Event()
+        self.executions: dict[str, RunExecution] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._outgoing: asyncio.Queue[admission_pb2.WorkRequest | None] = asyncio.Queue()
+        self._renewals_sent: deque[float] = deque()
+        self._draining = False
+        self._stopped = asyncio.Event()
+
+    # ---- lifecycle -------------------------------------------------------------
 
     async def run_forever(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await self._hold_work_stream()
-            except grpc.aio.AioRpcError as error:
-                if self._stopping.is_set():
-                    return
-                log.warning("work stream lost (%s); reconnecting", error.code().name)
-            await asyncio.sleep(self.reconnect_seconds)
+        keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
+        try:
+            while not self._stopped.is_set():
+                try:
+                    await self._hold_work_stream()
+                except grpc.aio.AioRpcError as error:
+                    if self._stopped.is_set():
+                        return
+                    log.warning("work stream lost (%s); reconnecting", error.code().name)
+                await asyncio.sleep(self.reconnect_seconds)
+        finally:
+            keeper.cancel()
 
     async def stop(self, grace_seconds: float) -> None:
-        """Stop taking runs, then give running ones `grace_seconds` to finish."""
-        self._stopping.set()
-        if self.executions:
-            await asyncio.wait(set(self.executions), timeout=grace_seconds)
+        """Drain: no new runs; running ones get `grace_seconds`, the rest are handed back."""
+        self._draining = True
+        self._send(admission_pb2.WorkRequest(draining=admission_pb2.RunnerDraining()))
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=grace_seconds)
+        for execution in list(self.executions.values()):
+            log.info("handing back run %s", execution.run.run_id)
+            execution.hand_back()
+            self._send(
+                admission_pb2.WorkRequest(
+                    released=admission_pb2.RunLease(
+                        run_id=execution.run.run_id, epoch=execution.run.epoch
+                    )
+                )
+            )
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=5)
+        await asyncio.sleep(0.1)  # let the hand-back messages reach admission
+        self._stopped.set()
+        self._outgoing.put_nowait(None)
+
+    def _send(self, request: admission_pb2.WorkRequest) -> None:
+        self._outgoing.put_nowait(request)
+
+    # ---- the stream --------------------------------------------------------------
 
     async def _requests(self) -> AsyncIterator[admission_pb2.WorkRequest]:
+        slots = 0 if self._draining else self.slots
         yield admission_pb2.WorkRequest(
-            hello=admission_pb2.RunnerHello(runner_id=self.runner_id, slots=self.slots)
+            hello=admission_pb2.RunnerHello(runner_id=self.runner_id, slots=slots)
         )
-        await self._stopping.wait()
+        self._renewals_sent.clear()
+        while True:
+            request = await self._outgoing.get()
+            if request is None:
+                return
+            if request.WhichOneof("kind") == "renew":
+                self._renewals_sent.append(time.monotonic())
+            yield request
 
     async def _hold_work_stream(self) -> None:
         call = self.peers.admission.Work(self._requests())
         async for assignment in call:
-            task = asyncio.create_task(self._execute(assignment.run), name=assignment.run.run_id)
-            self.executions.add(task)
-            task.add_done_callback(self.executions.discard)
+            kind = assignment.WhichOneof("kind")
+            if kind == "run":
+                self._start(assignment.run)
+            elif kind == "cancel":
+                execution = self.executions.get(assignment.cancel.run_id)
+                if execution is not None:
+                    execution.cancel(assignment.cancel.action)
+            elif kind == "lease":
+                self._apply_grant(assignment.lease)
 
-    async def _execute(self, run: common_pb2.Run) -> None:
-        execution = RunExecution(run, self.runner_id, self.graphs, self.peers)
+    def _start(self, run: common_pb2.Run) -> None:
+        previous = self.executions.get(run.run_id)
+        if previous is not None:
+            previous.lease_lost()  # we were given it again with a new epoch
+        execution = RunExecution(
+            run, self.runner_id, self.graphs, self.peers, self.store, self.limits
+        )
+        self.executions[run.run_id] = execution
+        task = asyncio.create_task(self._execute(execution), name=run.run_id)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _execute(self, execution: RunExecution) -> None:
         try:
             await execution.execute()
         except Exception as error:
-            log.exception("run %s: infrastructure failure", run.run_id)
-            await self._report_failure(run, error)
+            log.exception("run %s: infrastructure failure", execution.run.run_id)
+            await self._report_failure(execution, error)
+        finally:
+            if self.executions.get(execution.run.run_id) is execution:
+                del self.executions[execution.run.run_id]
 
-    async def _report_failure(self, run: common_pb2.Run, error: Exception) -> None:
+    async def _report_failure(self, execution: RunExecution, error: Exception) -> None:
+        if not execution.fence.held:
+            return
         try:
             await self.peers.admission.FinishRun(
                 admission_pb2.RunFinished(
-                    run_id=run.run_id,
+                    run_id=execution.run.run_id,
                     runner_id=self.runner_id,
-                    epoch=run.epoch,
+                    epoch=execution.run.epoch,
                     status=common_pb2.RUN_STATUS_ERROR,
                     stop_reason=f"runner failure: {type(error).__name__}: {error}",
                 )
             )
-            await RunExecution(run, self.runner_id, self.graphs, self.peers).sink.close()
+            await execution.sink.close()
         except Exception:
-            log.exception("run %s: could not report the failure", run.run_id)
+            log.exception("run %s: could not report the failure", execution.run.run_id)
+
+    # ---- leases ------------------------------------------------------------------
+
+    async def _keep_leases(self) -> None:
+        """Renew every lease on time; stop any run whose lease ran out meanwhile."""
+        while True:
+            for execution in list(self.executions.values()):
+                if not execution.fence.held and not execution.fence.lost:
+                    log.warning("run %s: lease deadline passed; fencing", execution.run.run_id)
+                    execution.lease_lost()
+            leases = [
+                admission_pb2.RunLease(run_id=e.run.run_id, epoch=e.run.epoch)
+                for e in self.executions.values()
+                if not e.fence.lost
+            ]
+            if leases:
+                self._send(
+                    admission_pb2.WorkRequest(renew=admission_pb2.LeaseRenewal(leases=leases))
+                )
+            await asyncio.sleep(self.renew_every)
+
+    def _apply_grant(self, grant: admission_pb2.LeaseGrant) -> None:
+        sent_at = self._renewals_sent.popleft() if self._renewals_sent else time.monotonic()
+        for lease in grant.renewed:
+            execution = self.executions.get(lease.run_id)
+            if execution is not None and execution.run.epoch == lease.epoch:
+                execution.fence.extend(sent_at, grant.lease_seconds)
+        for lease in grant.lost:
+            execution = self.executions.get(lease.run_id)
+            if execution is not None and execution.run.epoch == lease.epoch:
+                log.warning("run %s: admission says the lease is lost", lease.run_id)
+                execution.lease_lost()

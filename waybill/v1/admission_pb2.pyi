@@ -150,10 +150,34 @@ class GetAssistantRequest(_message.Message):
     def __init__(self, assistant_id: _Optional[str] = ...) -> None: ...
 
 class WorkRequest(_message.Message):
-    __slots__ = ("hello",)
+    __slots__ = ("hello", "renew", "draining", "released")
     HELLO_FIELD_NUMBER: _ClassVar[int]
+    RENEW_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
     hello: RunnerHello
-    def __init__(self, hello: _Optional[_Union[RunnerHello, _Mapping]] = ...) -> None: ...
+    renew: LeaseRenewal
+    draining: RunnerDraining
+    released: RunLease
+    def __init__(self, hello: _Optional[_Union[RunnerHello, _Mapping]] = ..., renew: _Optional[_Union[LeaseRenewal, _Mapping]] = ..., draining: _Optional[_Union[RunnerDraining, _Mapping]] = ..., released: _Optional[_Union[RunLease, _Mapping]] = ...) -> None: ...
+
+class LeaseRenewal(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[RunLease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[RunLease, _Mapping]]] = ...) -> None: ...
+
+class RunLease(_message.Message):
+    __slots__ = ("run_id", "epoch")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    epoch: int
+    def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class RunnerDraining(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class RunnerHello(_message.Message):
     __slots__ = ("runner_id", "slots")
@@ -164,24 +188,80 @@ class RunnerHello(_message.Message):
     def __init__(self, runner_id: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class RunFinished(_message.Message):
-    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason")
+    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason", "values_json", "interrupts_json", "thread_status", "rolled_back")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    THREAD_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     runner_id: str
     epoch: int
     status: _common_pb2.RunStatus
     stop_reason: str
-    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+    values_json: bytes
+    interrupts_json: bytes
+    thread_status: str
+    rolled_back: bool
+    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ...) -> None: ...
 
 class WorkAssignment(_message.Message):
-    __slots__ = ("run",)
+    __slots__ = ("run", "cancel", "lease")
     RUN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     run: _common_pb2.Run
-    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ...) -> None: ...
+    cancel: CancelOrder
+    lease: LeaseGrant
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., cancel: _Optional[_Union[CancelOrder, _Mapping]] = ..., lease: _Optional[_Union[LeaseGrant, _Mapping]] = ...) -> None: ...
+
+class CancelOrder(_message.Message):
+    __slots__ = ("run_id", "action")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    action: str
+    def __init__(self, run_id: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+
+class LeaseGrant(_message.Message):
+    __slots__ = ("renewed", "lost", "lease_seconds")
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    renewed: _containers.RepeatedCompositeFieldContainer[RunLease]
+    lost: _containers.RepeatedCompositeFieldContainer[RunLease]
+    lease_seconds: float
+    def __init__(self, renewed: _Optional[_Iterable[_Union[RunLease, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[RunLease, _Mapping]]] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
+
+class BeginRunRequest(_message.Message):
+    __slots__ = ("run_id", "epoch")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    epoch: int
+    def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class BeginRunResponse(_message.Message):
+    __slots__ = ("started", "reason")
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    started: bool
+    reason: str
+    def __init__(self, started: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("thread_id", "run_id", "action")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    run_id: str
+    action: str
+    def __init__(self, thread_id: _Optional[str] = ..., run_id: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
 
 class FinishRunResponse(_message.Message):
     __slots__ = ("accepted",)

@@ -95,6 +95,16 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.WorkRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.WorkAssignment.FromString,
                 _registered_method=True)
+        self.BeginRun = channel.unary_unary(
+                '/waybill.v1.Admission/BeginRun',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.BeginRunRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.BeginRunResponse.FromString,
+                _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/waybill.v1.Admission/CancelRun',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
         self.FinishRun = channel.unary_unary(
                 '/waybill.v1.Admission/FinishRun',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.RunFinished.SerializeToString,
@@ -190,6 +200,23 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BeginRun(self, request, context):
+        """The start barrier: pending -> running (or a taken-over run's new epoch),
+        refused when the epoch is stale; a run cancelled before it started is
+        finished as interrupted here instead, and nothing is built for it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRun(self, request, context):
+        """Ask for a run to be cancelled. Durable; the first action wins; reaches the
+        owning runner over its work stream. NOT_FOUND for finished or unknown runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FinishRun(self, request, context):
         """A runner reports a terminal status. Refused (accepted=false) when the
         epoch is stale or the run already ended: the caller lost the run.
@@ -260,6 +287,16 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.Work,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.WorkRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.WorkAssignment.SerializeToString,
+            ),
+            'BeginRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginRun,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.BeginRunRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.BeginRunResponse.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.CancelRunRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_common__pb2.Run.SerializeToString,
             ),
             'FinishRun': grpc.unary_unary_rpc_method_handler(
                     servicer.FinishRun,
@@ -591,6 +628,60 @@ class Admission:
             '/waybill.v1.Admission/Work',
             waybill_dot_v1_dot_admission__pb2.WorkRequest.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.WorkAssignment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/BeginRun',
+            waybill_dot_v1_dot_admission__pb2.BeginRunRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.BeginRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CancelRun',
+            waybill_dot_v1_dot_admission__pb2.CancelRunRequest.SerializeToString,
+            waybill_dot_v1_dot_common__pb2.Run.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,21 +36,25 @@ MULTITASK_STRATEGY_ROLLBACK: MultitaskStrategy
 MULTITASK_STRATEGY_ENQUEUE: MultitaskStrategy
 
 class Thread(_message.Message):
-    __slots__ = ("thread_id", "created_at", "updated_at", "metadata_json", "status")
+    __slots__ = ("thread_id", "created_at", "updated_at", "metadata_json", "status", "values_json", "interrupts_json")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTS_JSON_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     created_at: str
     updated_at: str
     metadata_json: bytes
     status: str
-    def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ...) -> None: ...
+    values_json: bytes
+    interrupts_json: bytes
+    def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason")
+    __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason", "cancel_action")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +68,7 @@ class Run(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_ACTION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     thread_id: str
     assistant_id: str
@@ -77,7 +82,8 @@ class Run(_message.Message):
     epoch: int
     attempt: int
     stop_reason: str
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., multitask_strategy: _Optional[_Union[MultitaskStrategy, str]] = ..., metadata_json: _Optional[bytes] = ..., kwargs_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., epoch: _Optional[int] = ..., attempt: _Optional[int] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+    cancel_action: str
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., multitask_strategy: _Optional[_Union[MultitaskStrategy, str]] = ..., metadata_json: _Optional[bytes] = ..., kwargs_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., epoch: _Optional[int] = ..., attempt: _Optional[int] = ..., stop_reason: _Optional[str] = ..., cancel_action: _Optional[str] = ...) -> None: ...
 
 class RunError(_message.Message):
     __slots__ = ("error", "message")

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17waybill/v1/runner.proto\x12\nwaybill.v1\"O\n\x15GetThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x11\n\tsubgraphs\x18\x03 \x01(\x08\"r\n\x17GetThreadHistoryRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\x0c\x12\x0e\n\x06\x62\x65\x66ore\x18\x05 \x01(\t\"1\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\x12\x0c\n\x04xray\x18\x02 \x01(\x08\"%\n\x11GetSchemasRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\"\x19\n\tJsonReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\x32\xa8\x02\n\x06Runner\x12J\n\x0eGetThreadState\x12!.waybill.v1.GetThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12N\n\x10GetThreadHistory\x12#.waybill.v1.GetThreadHistoryRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetGraph\x12\x1b.waybill.v1.GetGraphRequest\x1a\x15.waybill.v1.JsonReply\x12\x42\n\nGetSchemas\x12\x1d.waybill.v1.GetSchemasRequest\x1a\x15.waybill.v1.JsonReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17waybill/v1/runner.proto\x12\nwaybill.v1\"O\n\x15GetThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x11\n\tsubgraphs\x18\x03 \x01(\x08\"r\n\x17GetThreadHistoryRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\x0c\x12\x0e\n\x06\x62\x65\x66ore\x18\x05 \x01(\t\"\x11\n\x0fGetStatsRequest\"1\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\x12\x0c\n\x04xray\x18\x02 \x01(\x08\"%\n\x11GetSchemasRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\"\x19\n\tJsonReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\x32\xe8\x02\n\x06Runner\x12J\n\x0eGetThreadState\x12!.waybill.v1.GetThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12N\n\x10GetThreadHistory\x12#.waybill.v1.GetThreadHistoryRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetStats\x12\x1b.waybill.v1.GetStatsRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetGraph\x12\x1b.waybill.v1.GetGraphRequest\x1a\x15.waybill.v1.JsonReply\x12\x42\n\nGetSchemas\x12\x1d.waybill.v1.GetSchemasRequest\x1a\x15.waybill.v1.JsonReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETTHREADSTATEREQUEST']._serialized_end=118
   _globals['_GETTHREADHISTORYREQUEST']._serialized_start=120
   _globals['_GETTHREADHISTORYREQUEST']._serialized_end=234
-  _globals['_GETGRAPHREQUEST']._serialized_start=236
-  _globals['_GETGRAPHREQUEST']._serialized_end=285
-  _globals['_GETSCHEMASREQUEST']._serialized_start=287
-  _globals['_GETSCHEMASREQUEST']._serialized_end=324
-  _globals['_JSONREPLY']._serialized_start=326
-  _globals['_JSONREPLY']._serialized_end=351
-  _globals['_RUNNER']._serialized_start=354
-  _globals['_RUNNER']._serialized_end=650
+  _globals['_GETSTATSREQUEST']._serialized_start=236
+  _globals['_GETSTATSREQUEST']._serialized_end=253
+  _globals['_GETGRAPHREQUEST']._serialized_start=255
+  _globals['_GETGRAPHREQUEST']._serialized_end=304
+  _globals['_GETSCHEMASREQUEST']._serialized_start=306
+  _globals['_GETSCHEMASREQUEST']._serialized_end=343
+  _globals['_JSONREPLY']._serialized_start=345
+  _globals['_JSONREPLY']._serialized_end=370
+  _globals['_RUNNER']._serialized_start=373
+  _globals['_RUNNER']._serialized_end=733
 # @@protoc_insertion_point(module_scope)

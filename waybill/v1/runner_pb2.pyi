@@ -28,6 +28,10 @@ class GetThreadHistoryRequest(_message.Message):
     before: str
     def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., limit: _Optional[int] = ..., filter_json: _Optional[bytes] = ..., before: _Optional[str] = ...) -> None: ...
 
+class GetStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class GetGraphRequest(_message.Message):
     __slots__ = ("graph_id", "xray")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]

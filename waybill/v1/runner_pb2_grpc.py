@@ -44,6 +44,11 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.GetThreadHistoryRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.GetStats = channel.unary_unary(
+                '/waybill.v1.Runner/GetStats',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.GetStatsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
         self.GetGraph = channel.unary_unary(
                 '/waybill.v1.Runner/GetGraph',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.GetGraphRequest.SerializeToString,
@@ -68,6 +73,14 @@ class RunnerServicer:
 
     def GetThreadHistory(self, request, context):
         """Past states of a thread, newest first (LangGraph's get_state_history), as a JSON list.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStats(self, request, context):
+        """Counters of what this runner did (JSON object): runs started, runs
+        cancelled before start, models built, stale writes refused, takeovers.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -98,6 +111,11 @@ def add_RunnerServicer_to_server(servicer, server):
             'GetThreadHistory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetThreadHistory,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.GetThreadHistoryRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'GetStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStats,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.GetStatsRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
             'GetGraph': grpc.unary_unary_rpc_method_handler(
@@ -164,6 +182,33 @@ class Runner:
             target,
             '/waybill.v1.Runner/GetThreadHistory',
             waybill_dot_v1_dot_runner__pb2.GetThreadHistoryRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/GetStats',
+            waybill_dot_v1_dot_runner__pb2.GetStatsRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,121 @@
+"""A run's right to write, and the checkpointer that respects it.
+
+A runner holds a run while its lease is fresh. `RunFence.check()` is called
+before every durable write (journal, receipt, status, checkpoints); once the
+lease is lost or its deadline passed, it refuses, so a runner that was paused
+or cut off writes nothing after another runner took the run over. Checkpoint
+writes also compare the epoch with the run's fence row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+from services.runner.stats import STATS
+from services.runner.store import RunnerStore
+
+
+class StaleEpochError(RuntimeError):
+    """This runner no longer holds the run: it must write nothing more."""
+
+
+class RunFence:
+    def __init__(self, run_id: str, epoch: int, lease_seconds: float) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        # Admission starts the lease when it claims; we learn of it a moment
+        # later, so keep a margin and stop writing before admission gives up.
+        self.margin = min(0.2 * lease_seconds, 2.0)
+        self.deadline = time.monotonic() + lease_seconds - self.margin
+        self.lost = False
+
+    def extend(self, renewal_sent_at: float, lease_seconds: float) -> None:
+        self.deadline = max(self.deadline, renewal_sent_at + lease_seconds - self.margin)
+
+    def lose(self) -> None:
+        self.lost = True
+
+    @property
+    def held(self) -> bool:
+        return not self.lost and time.monotonic() < self.deadline
+
+    def check(self, what: str) -> None:
+        if not self.held:
+            self.lost = True
+            STATS.stale_writes_refused += 1
+            raise StaleEpochError(
+                f"run {self.run_id}: epoch {self.epoch} lost its lease; refused {what}"
+            )
+
+
+class FencedCheckpointer(BaseCheckpointSaver[Any]):
+    """Delegates to the real checkpointer, refusing writes from a stale epoch."""
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], fence: RunFence, store: RunnerStore):
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+        self.fence = fence
+        self.store = store
+
+    async def _check(self) -> None:
+        try:
+            self.fence.check("a checkpoint write")
+        except StaleEpochError:
+            STATS.stale_checkpoint_writes_refused += 1
+            raise
+        current = await self.store.fence_epoch(self.fence.run_id)
+        if current is not None and current != self.fence.epoch:
+            self.fence.lose()
+            STATS.stale_writes_refused += 1
+            STATS.stale_checkpoint_writes_refused += 1
+            raise StaleEpochError(
+                f"run {self.fence.run_id}: epoch {self.fence.epoch} is fenced off by {current}"
+            )
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        await self._check()
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._check()
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self.inner.aget_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    def get_next_version(self, current: Any, channel: Any) -> Any:
+        return self.inner.get_next_version(current, channel)

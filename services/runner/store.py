@@ -1,0 +1,76 @@
+"""The runner's own rows, kept beside LangGraph's checkpoints in the same database:
+the fence that says which epoch may write a run's checkpoints, and the deletion
+of one run's checkpoints for a rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from common.sql import migrate
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class RunnerStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_postgres = engine.dialect.name == "postgresql"
+
+    async def migrate(self) -> None:
+        await migrate(self.engine, MIGRATIONS, "runner")
+
+    async def advance_fence(self, run_id: str, epoch: int) -> None:
+        """From now on only `epoch` may write this run's checkpoints."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO run_fences (run_id, epoch) VALUES (:run_id, :epoch) "
+                    "ON CONFLICT (run_id) DO UPDATE SET epoch = excluded.epoch "
+                    "WHERE run_fences.epoch < excluded.epoch"
+                ),
+                {"run_id": run_id, "epoch": epoch},
+            )
+
+    async def fence_epoch(self, run_id: str) -> int | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    text("SELECT epoch FROM run_fences WHERE run_id = :run_id"), {"run_id": run_id}
+                )
+            ).first()
+        return int(row.epoch) if row else None
+
+    async def delete_run_checkpoints(self, thread_id: str, run_id: str) -> int:
+        """Remove every checkpoint (and its pending writes) that `run_id` made."""
+        if self.is_postgres:
+            checkpoints_of_run = (
+                "SELECT checkpoint_id FROM checkpoints "
+                "WHERE thread_id = :thread_id AND metadata->>'run_id' = :run_id"
+            )
+            writes_table = "checkpoint_writes"
+        else:
+            checkpoints_of_run = (
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = :thread_id "
+                "AND json_extract(CAST(metadata AS TEXT), '$.run_id') = :run_id"
+            )
+            writes_table = "writes"
+        params = {"thread_id": thread_id, "run_id": run_id}
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                text(
+                    f"DELETE FROM {writes_table} WHERE thread_id = :thread_id "
+                    f"AND checkpoint_id IN ({checkpoints_of_run})"
+                ),
+                params,
+            )
+            result = await conn.execute(
+                text(
+                    "DELETE FROM checkpoints WHERE thread_id = :thread_id "
+                    f"AND checkpoint_id IN ({checkpoints_of_run})"
+                ),
+                params,
+            )
+        return int(result.rowcount or 0)

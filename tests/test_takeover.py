@@ -1,0 +1,144 @@
+"""Durable execution with real processes on Postgres: a runner dies or stalls
+mid-run, another takes the run over from its checkpoint, and the one that lost
+it writes nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+from common.launch import Stack, grpc_serving
+from tests.stacks import free_port, fresh_postgres_database, runner_stats, running_stack, stack_env
+from tests.test_runs import says
+from tests.test_streaming import parse_sse
+
+pytestmark = pytest.mark.timeout(120)
+
+SLOW_TOOL = '/tool wait {"seconds": 2}'
+
+
+@dataclass
+class TwoRunners:
+    stack: Stack
+    runners: dict[str, str]  # process name -> gRPC address
+
+    def executing(self) -> str:
+        """The runner process that started the (only) run."""
+        started = [n for n, a in self.runners.items() if runner_stats(a)["runs_started"] > 0]
+        assert len(started) == 1, started
+        return started[0]
+
+    def other_than(self, name: str) -> str:
+        return next(n for n in self.runners if n != name)
+
+    def stats(self, name: str) -> dict[str, int]:
+        return runner_stats(self.runners[name])
+
+
+@pytest.fixture
+def two_runners(tmp_path: Path) -> Iterator[TwoRunners]:
+    """Every service on Postgres with 1-second leases, and a second runner."""
+    env = stack_env(tmp_path, WAYBILL_LEASE_SECONDS="1", WAYBILL_MAX_ATTEMPTS="3")
+    second = f"127.0.0.1:{free_port()}"
+    # The gateway reads graph state from whichever runner is alive.
+    env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"
+    with fresh_postgres_database() as url:
+        env["WAYBILL_DATABASE_URL"] = url
+        with running_stack(env, tmp_path) as stack:
+            stack.start_one("runner-2", "services.runner.server", {"WAYBILL_RUNNER_ADDR": second})
+            for _ in range(300):
+                if grpc_serving(second):
+                    break
+                time.sleep(0.1)
+            yield TwoRunners(stack, {"runner": stack.address_of("runner"), "runner-2": second})
+
+
+async def stream_until_tool_call(raw: httpx.AsyncClient, thread_id: str) -> tuple[str, list]:
+    """Start a run that calls the slow tool; return once the tool call is journaled."""
+    body = {"assistant_id": "lead_agent", "input": says(SLOW_TOOL), "stream_mode": ["updates"]}
+    frames: list[dict[str, str]] = []
+    async with raw.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as response:
+        run_id = response.headers["content-location"].rsplit("/", 1)[1]
+        buffer = ""
+        async for chunk in response.aiter_text():
+            buffer += chunk
+            frames = parse_sse(buffer.rsplit("\n\n", 1)[0] + "\n\n") if "\n\n" in buffer else []
+            if any(f["event"] == "updates" and '"agent"' in f["data"] for f in frames):
+                break
+    return run_id, frames
+
+
+async def test_kill_9_mid_run_is_taken_over_and_every_event_arrives_once(
+    two_runners: TwoRunners,
+) -> None:
+    stack = two_runners.stack
+    client = get_client(url=stack.url)
+    thread = await client.threads.create()
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60) as raw:
+        run_id, before = await stream_until_tool_call(raw, thread["thread_id"])
+        victim = two_runners.executing()
+        stack.processes[victim].send_signal(signal.SIGKILL)
+
+        last_id = before[-1]["id"]
+        rejoin = await raw.get(
+            f"/threads/{thread['thread_id']}/runs/{run_id}/stream",
+            headers={"Last-Event-ID": last_id},
+        )
+        after = parse_sse(rejoin.text)
+
+    everything = before + after
+    assert [int(f["id"]) for f in everything] == list(range(len(everything)))
+    metadata = [json.loads(f["data"]) for f in everything if f["event"] == "metadata"]
+    assert [m["attempt"] for m in metadata] == [1, 2]
+
+    run = await client.runs.get(thread["thread_id"], run_id)
+    assert run["status"] == "success"
+    state = await client.threads.get_state(thread["thread_id"])
+    kinds = [(m["type"], m["content"]) for m in state["values"]["messages"]]
+    assert kinds[2:] == [("tool", "waited 2 s"), ("ai", "Tool wait returned: waited 2 s")]
+    assert two_runners.stats(two_runners.other_than(victim))["runs_taken_over"] == 1
+    await client.aclose()
+
+
+async def test_a_stalled_runner_writes_nothing_after_takeover(two_runners: TwoRunners) -> None:
+    stack = two_runners.stack
+    client = get_client(url=stack.url)
+    thread = await client.threads.create()
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60) as raw:
+        run_id, _ = await stream_until_tool_call(raw, thread["thread_id"])
+    stalled = two_runners.executing()
+    survivor = two_runners.other_than(stalled)
+    stack.processes[stalled].send_signal(signal.SIGSTOP)
+    try:
+        for _ in range(200):  # until the survivor has taken the run over
+            if two_runners.stats(survivor)["runs_taken_over"] == 1:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("no takeover")
+    finally:
+        stack.processes[stalled].send_signal(signal.SIGCONT)
+
+    for _ in range(200):
+        if (await client.runs.get(thread["thread_id"], run_id))["status"] == "success":
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(2.5)  # the stalled runner's tool wakes up and tries to carry on
+
+    stats = two_runners.stats(stalled)
+    assert stats["runs_fenced"] == 1
+    assert stats["runs_started"] == 1
+    state = await client.threads.get_state(thread["thread_id"])
+    tool_answers = [m for m in state["values"]["messages"] if m["type"] == "tool"]
+    assert len(tool_answers) == 1
+    assert (await client.runs.get(thread["thread_id"], run_id))["status"] == "success"
+    await client.aclose()
