@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import psycopg
 
-from common.launch import Stack
+from common import codec
+from common.launch import Stack, grpc_serving
+from waybill.v1 import runner_pb2, runner_pb2_grpc
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "WAYBILL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -77,11 +82,44 @@ def running_stack(env: dict[str, str], log_dir: Path) -> Iterator[Stack]:
 
 def runner_stats(address: str) -> dict[str, int]:
     """The counters a runner process keeps (runs started, models built, stale writes...)."""
-    import grpc
-
-    from common import codec
-    from waybill.v1 import runner_pb2, runner_pb2_grpc
-
     with grpc.insecure_channel(address) as channel:
         reply = runner_pb2_grpc.RunnerStub(channel).GetStats(runner_pb2.GetStatsRequest())
     return dict(codec.loads(reply.json))
+
+
+@dataclass
+class TwoRunners:
+    """A stack with a second runner process beside the first."""
+
+    stack: Stack
+    runners: dict[str, str]  # process name -> gRPC address
+
+    def executing(self) -> str:
+        """The runner process that started the (only) run."""
+        started = [n for n, a in self.runners.items() if runner_stats(a)["runs_started"] > 0]
+        assert len(started) == 1, started
+        return started[0]
+
+    def other_than(self, name: str) -> str:
+        return next(n for n in self.runners if n != name)
+
+    def stats(self, name: str) -> dict[str, int]:
+        return runner_stats(self.runners[name])
+
+
+@contextmanager
+def two_runner_stack(
+    data_dir: Path, database_url: str | None = None, **extra: str
+) -> Iterator[TwoRunners]:
+    """Short (1 s) leases, so that takeovers in tests are quick."""
+    env = stack_env(data_dir, database_url, WAYBILL_LEASE_SECONDS="1", **extra)
+    second = f"127.0.0.1:{free_port()}"
+    # The gateway reads graph state from whichever runner is alive.
+    env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"
+    with running_stack(env, data_dir) as stack:
+        stack.start_one("runner-2", "services.runner.server", {"WAYBILL_RUNNER_ADDR": second})
+        for _ in range(300):
+            if grpc_serving(second):
+                break
+            time.sleep(0.1)
+        yield TwoRunners(stack, {"runner": stack.address_of("runner"), "runner-2": second})

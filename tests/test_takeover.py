@@ -7,17 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from common.launch import Stack, grpc_serving
-from tests.stacks import free_port, fresh_postgres_database, runner_stats, running_stack, stack_env
+from tests.stacks import TwoRunners, fresh_postgres_database, two_runner_stack
 from tests.test_runs import says
 from tests.test_streaming import parse_sse
 
@@ -26,40 +23,11 @@ pytestmark = pytest.mark.timeout(120)
 SLOW_TOOL = '/tool wait {"seconds": 2}'
 
 
-@dataclass
-class TwoRunners:
-    stack: Stack
-    runners: dict[str, str]  # process name -> gRPC address
-
-    def executing(self) -> str:
-        """The runner process that started the (only) run."""
-        started = [n for n, a in self.runners.items() if runner_stats(a)["runs_started"] > 0]
-        assert len(started) == 1, started
-        return started[0]
-
-    def other_than(self, name: str) -> str:
-        return next(n for n in self.runners if n != name)
-
-    def stats(self, name: str) -> dict[str, int]:
-        return runner_stats(self.runners[name])
-
-
 @pytest.fixture
 def two_runners(tmp_path: Path) -> Iterator[TwoRunners]:
     """Every service on Postgres with 1-second leases, and a second runner."""
-    env = stack_env(tmp_path, WAYBILL_LEASE_SECONDS="1", WAYBILL_MAX_ATTEMPTS="3")
-    second = f"127.0.0.1:{free_port()}"
-    # The gateway reads graph state from whichever runner is alive.
-    env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"
-    with fresh_postgres_database() as url:
-        env["WAYBILL_DATABASE_URL"] = url
-        with running_stack(env, tmp_path) as stack:
-            stack.start_one("runner-2", "services.runner.server", {"WAYBILL_RUNNER_ADDR": second})
-            for _ in range(300):
-                if grpc_serving(second):
-                    break
-                time.sleep(0.1)
-            yield TwoRunners(stack, {"runner": stack.address_of("runner"), "runner-2": second})
+    with fresh_postgres_database() as url, two_runner_stack(tmp_path, url) as running:
+        yield running
 
 
 async def stream_until_tool_call(raw: httpx.AsyncClient, thread_id: str) -> tuple[str, list]:
