@@ -7,12 +7,13 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import httpx
 import psycopg
 
 from common import codec
@@ -26,6 +27,21 @@ POSTGRES_ADMIN_URL = os.environ.get(
 
 # A small LangGraph project (with a subgraph) served beside lead_agent in tests.
 TEST_GRAPHS = Path(__file__).parent / "graphs" / "langgraph.json"
+
+
+def wait_until(ready: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def http_ok(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/ok").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def free_port() -> int:
@@ -118,8 +134,5 @@ def two_runner_stack(
     env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"
     with running_stack(env, data_dir) as stack:
         stack.start_one("runner-2", "services.runner.server", {"WAYBILL_RUNNER_ADDR": second})
-        for _ in range(300):
-            if grpc_serving(second):
-                break
-            time.sleep(0.1)
+        wait_until(lambda: grpc_serving(second), "runner-2 serving")
         yield TwoRunners(stack, {"runner": stack.address_of("runner"), "runner-2": second})

@@ -20,6 +20,7 @@ from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.policy import build_run
 from services.admission.records import CANCEL_ACTIONS
 from services.admission.store import AdmissionStore, RunEnd
+from services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc
 
 log = logging.getLogger("waybill.admission")
@@ -203,9 +204,15 @@ async def main() -> None:
     await store.migrate()
     pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
     pool.start()
+    listener = None
+    if settings.database_url:  # other admission replicas may commit work for our runners
+        listener = WakeupListener(settings.database_url, pool.wake, pool.send_cancel)
+        listener.start()
     servicer = AdmissionServicer(store, pool, settings)
 
     async def stop() -> None:
+        if listener is not None:
+            await listener.stop()
         await pool.stop()
 
     await serve(

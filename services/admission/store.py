@@ -37,6 +37,7 @@ from services.admission.records import (
     allowed_sources,
 )
 from services.admission.tables import runs, threads
+from services.admission.wakeups import cancel_payload, notify, wake_payload
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -201,6 +202,7 @@ class AdmissionStore:
                     "use multitask_strategy='enqueue' to queue behind it."
                 )
             await conn.execute(insert(runs).values(**_run_values(run)))
+            await notify(conn, wake_payload())
         return run
 
     async def _has_active_run(self, conn: AsyncConnection, thread_id: str) -> bool:
@@ -354,6 +356,7 @@ class AdmissionStore:
                     update(runs).where(runs.c.run_id == run_id).values(lease_expires_at=None)
                 )
             refreshed = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
+            await notify(conn, cancel_payload(run_id, refreshed.cancel_action))
         return _run(refreshed)
 
     async def renew_leases(
@@ -389,6 +392,7 @@ class AdmissionStore:
                 .where(runs.c.run_id == run_id, runs.c.epoch == epoch)
                 .values(lease_expires_at=codec.now_utc() - timedelta(seconds=1))
             )
+            await notify(conn, wake_payload())
 
     async def next_lease_expiry(self) -> datetime | None:
         async with self.engine.connect() as conn:
@@ -418,6 +422,7 @@ class AdmissionStore:
             )
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
+            await notify(conn, wake_payload())  # the thread's next run may start
         return True
 
     async def _end(

@@ -1,0 +1,86 @@
+"""Admission replicas wake each other through Postgres LISTEN/NOTIFY.
+
+A commit that gives runners something to do (a run admitted, cancelled,
+released or finished) sends a notification in the same transaction; every
+replica listens and wakes its dispatcher, or forwards the cancel order to the
+runner it holds. With SQLite (one admission process) nothing is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+log = logging.getLogger("waybill.admission.wakeups")
+
+CHANNEL = "waybill_work"
+
+
+async def notify(conn: AsyncConnection, payload: str) -> None:
+    """Queue a notification; Postgres delivers it when the transaction commits."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(
+            text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload}
+        )
+
+
+def wake_payload() -> str:
+    return "wake"
+
+
+def cancel_payload(run_id: str, action: str) -> str:
+    return f"cancel:{run_id}:{action}"
+
+
+class WakeupListener:
+    """Holds one LISTEN connection and reconnects it if it drops."""
+
+    def __init__(
+        self,
+        database_url: str,
+        on_wake: Callable[[], None],
+        on_cancel: Callable[[str, str], object],
+        reconnect_seconds: float = 1.0,
+    ) -> None:
+        self.dsn = database_url.replace("postgresql+asyncpg://", "postgresql://")
+        self.on_wake = on_wake
+        self.on_cancel = on_cancel
+        self.reconnect_seconds = reconnect_seconds
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._listen_forever(), name="wakeup-listener")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def _received(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        kind, _, rest = payload.partition(":")
+        if kind == "cancel":
+            run_id, _, action = rest.partition(":")
+            self.on_cancel(run_id, action)
+        self.on_wake()
+
+    async def _listen_forever(self) -> None:
+        while True:
+            lost = asyncio.Event()
+            conn = None
+            try:
+                conn = await asyncpg.connect(self.dsn)
+                conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
+                await conn.add_listener(CHANNEL, self._received)
+                self.on_wake()  # anything committed while we were not listening
+                await lost.wait()
+            except (OSError, asyncpg.PostgresError) as error:
+                log.warning("wake-up listener lost (%s); reconnecting", error)
+            finally:
+                if conn is not None and not conn.is_closed():
+                    await conn.close()
+            await asyncio.sleep(self.reconnect_seconds)

@@ -1,0 +1,71 @@
+"""Two admission replicas on one Postgres: a run or a cancel committed through one
+reaches the runner connected to the other at once (LISTEN/NOTIFY, no polling)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_client
+
+from common.launch import Stack, grpc_serving
+from tests.stacks import (
+    free_port,
+    fresh_postgres_database,
+    http_ok,
+    running_stack,
+    stack_env,
+    wait_until,
+)
+from tests.test_cancellation import start_slow_tool, wait_for_status
+from tests.test_runs import says
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def second_gateway_url(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
+    """The runner holds its work stream to admission 1; gateway 2 talks to admission 2."""
+    with (
+        fresh_postgres_database() as url,
+        running_stack(stack_env(tmp_path, url), tmp_path) as stack,
+    ):
+        admission_2, http_port_2 = f"127.0.0.1:{free_port()}", str(free_port())
+        stack.start_one(
+            "admission-2", "services.admission.server", {"WAYBILL_ADMISSION_ADDR": admission_2}
+        )
+        wait_until(lambda: grpc_serving(admission_2), "admission-2 serving")
+        stack.start_one(
+            "gateway-2",
+            "gateway.server",
+            {"WAYBILL_ADMISSION_ADDR": admission_2, "WAYBILL_HTTP_PORT": http_port_2},
+        )
+        url_2 = f"http://127.0.0.1:{http_port_2}"
+        wait_until(lambda: http_ok(url_2), "gateway-2 answering")
+        yield stack, url_2
+
+
+async def test_a_run_admitted_by_another_replica_starts(
+    second_gateway_url: tuple[Stack, str],
+) -> None:
+    _, url_2 = second_gateway_url
+    client = get_client(url=url_2)
+    thread = await client.threads.create()
+    result = await client.runs.wait(thread["thread_id"], "lead_agent", input=says("across"))
+    assert result["messages"][-1]["content"] == "You said: across"
+    await client.aclose()
+
+
+async def test_a_cancel_through_another_replica_reaches_the_runner(
+    second_gateway_url: tuple[Stack, str],
+) -> None:
+    stack, url_2 = second_gateway_url
+    first, second = get_client(url=stack.url), get_client(url=url_2)
+    thread = await first.threads.create()
+    run = await start_slow_tool(first, thread["thread_id"], seconds=60)
+    await second.runs.cancel(thread["thread_id"], run["run_id"])
+    ended = await wait_for_status(first, thread["thread_id"], run["run_id"], "interrupted")
+    assert ended["status"] == "interrupted"
+    await first.aclose()
+    await second.aclose()
