@@ -11,7 +11,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from common.settings import Settings, get_settings
 from gateway.peers import Peers
-from gateway.routes import assistants, runs, threads
+from gateway.routes import assistants, runs, store, threads
 
 VERSION = "0.1.0"
 
@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(threads.router)
     app.include_router(runs.router)
     app.include_router(assistants.router)
+    app.include_router(store.router)
     return app
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,6 +36,52 @@ class ThreadHistory(Envelope):
     limit: int = Field(default=10, ge=1, le=1000)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+
+
+class ThreadStateUpdate(Envelope):
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+Label = Annotated[str, Field(min_length=1, pattern=r"^[^.]+$")]  # the SDK joins labels with "."
+
+
+class StoreItemPut(Envelope):
+    namespace: list[Label] = Field(min_length=1)
+    key: str = Field(min_length=1)
+    value: dict[str, Any]
+    index: Any = None
+    ttl: float | None = None
+
+
+class StoreItemDelete(Envelope):
+    namespace: list[Label] = Field(min_length=1)
+    key: str = Field(min_length=1)
+
+
+class StoreSearch(Envelope):
+    namespace_prefix: list[Label] = Field(default_factory=list)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    query: str | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _no_semantic_search_yet(cls, value: str | None) -> str | None:
+        if value:
+            raise ValueError("semantic search (query) needs an embedding index: not configured")
+        return value
+
+
+class StoreNamespaces(Envelope):
+    prefix: list[Label] | None = None
+    suffix: list[Label] | None = None
+    max_depth: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
 
 
 class AssistantSearch(Envelope):

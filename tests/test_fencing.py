@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from common.settings import Settings
 from common.sql import create_engine
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
-from services.runner.server import open_checkpointer
+from services.runner.persistence import open_checkpointer
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
 from tests.stacks import fresh_postgres_database

@@ -9,7 +9,13 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from common import codec
 from gateway.peers import Peers, call
-from gateway.schemas import ThreadCreate, ThreadHistory, ThreadPatch, ThreadSearch
+from gateway.schemas import (
+    ThreadCreate,
+    ThreadHistory,
+    ThreadPatch,
+    ThreadSearch,
+    ThreadStateUpdate,
+)
 from waybill.v1 import admission_pb2, runner_pb2
 
 router = APIRouter(tags=["threads"])
@@ -89,18 +95,87 @@ async def _graph_of(peers: Peers, thread_id: UUID) -> str:
     return str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
 
 
-@router.get("/threads/{thread_id}/state")
-async def get_thread_state(thread_id: UUID, request: Request, subgraphs: bool = False) -> Response:
+async def _state(
+    request: Request, thread_id: UUID, checkpoint_id: str = "", subgraphs: bool = False
+) -> Response:
     peers = peers_of(request)
     graph_id = await _graph_of(peers, thread_id)
+    if checkpoint_id and not graph_id:
+        raise HTTPException(404, f"Checkpoint {checkpoint_id} not found on this thread.")
     reply = await call(
         peers.runner.GetThreadState(
             runner_pb2.GetThreadStateRequest(
-                thread_id=str(thread_id), graph_id=graph_id, subgraphs=subgraphs
+                thread_id=str(thread_id),
+                graph_id=graph_id,
+                subgraphs=subgraphs,
+                checkpoint_id=checkpoint_id,
             )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_thread_state(thread_id: UUID, request: Request, subgraphs: bool = False) -> Response:
+    return await _state(request, thread_id, subgraphs=subgraphs)
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_thread_state_at(
+    thread_id: UUID, checkpoint_id: str, request: Request, subgraphs: bool = False
+) -> Response:
+    return await _state(request, thread_id, checkpoint_id, subgraphs)
+
+
+@router.post("/threads/{thread_id}/state")
+async def update_thread_state(
+    thread_id: UUID, body: ThreadStateUpdate, request: Request
+) -> Response:
+    peers = peers_of(request)
+    thread = await call(
+        peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id)))
+    )
+    if thread.status == "busy":
+        raise HTTPException(409, f"Thread {thread_id} has a run in progress; update it afterwards.")
+    graph_id = str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
+    if not graph_id:
+        raise HTTPException(409, f"Thread {thread_id} has no graph yet: run it once first.")
+    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id") or ""
+    reply = await call(
+        peers.runner.UpdateThreadState(
+            runner_pb2.UpdateThreadStateRequest(
+                thread_id=str(thread_id),
+                graph_id=graph_id,
+                values_json=codec.dumps(body.values),
+                as_node=body.as_node or "",
+                checkpoint_id=checkpoint_id,
+            )
+        )
+    )
+    return Response(reply.json, media_type="application/json")
+
+
+@router.post("/threads/{thread_id}/copy")
+async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
+    peers = peers_of(request)
+    source = await call(
+        peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id)))
+    )
+    if source.status == "busy":
+        raise HTTPException(409, f"Thread {thread_id} has a run in progress; copy it afterwards.")
+    copy = await call(
+        peers.admission.CreateThread(
+            admission_pb2.CreateThreadRequest(metadata_json=source.metadata_json)
+        )
+    )
+    await call(
+        peers.runner.CopyThreadState(
+            runner_pb2.CopyThreadStateRequest(
+                source_thread_id=str(thread_id), target_thread_id=copy.thread_id
+            )
+        )
+    )
+    return codec.thread_to_dict(copy)
 
 
 @router.post("/threads/{thread_id}/history")

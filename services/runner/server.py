@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
+from langgraph.errors import InvalidUpdateError
 
 from common import codec
-from common.errors import not_found
+from common.errors import invalid, not_found
 from common.grpc_server import configure_logging, serve, translate_errors
 from common.settings import Settings, get_settings
 from common.sql import create_engine
 from services.runner.execution import Peers, RunLimits
 from services.runner.graphs import GraphNotFoundError, GraphRegistry
+from services.runner.persistence import open_checkpointer, open_store
 from services.runner.state import EMPTY_STATE, snapshot_to_dict
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
@@ -32,6 +33,31 @@ from waybill.v1 import (
 log = logging.getLogger("waybill.runner")
 
 
+def _thread_config(thread_id: str, checkpoint_id: str = "") -> dict[str, Any]:
+    configurable = {"thread_id": thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def _store_key(item: runner_pb2.StoreKey) -> str:
+    if not item.namespace:
+        raise invalid("namespace must have at least one label.")
+    if not item.key:
+        raise invalid("key must not be empty.")
+    return str(item.key)
+
+
+def _item_to_dict(item: Any) -> dict[str, Any]:
+    return {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": codec.iso(item.created_at),
+        "updated_at": codec.iso(item.updated_at),
+    }
+
+
 def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
     """A schema pydantic cannot express is reported as null, as LangGraph Platform does."""
     try:
@@ -42,8 +68,9 @@ def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
-    def __init__(self, graphs: GraphRegistry) -> None:
+    def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
         self.graphs = graphs
+        self.store = store
 
     def _graph(self, graph_id: str) -> Any:
         try:
@@ -56,10 +83,85 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
         graph = self._graph(request.graph_id)
-        snapshot = await graph.aget_state(
-            {"configurable": {"thread_id": request.thread_id}}, subgraphs=request.subgraphs
-        )
+        config = _thread_config(request.thread_id, request.checkpoint_id)
+        if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
+            raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
+        snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
         return runner_pb2.JsonReply(json=codec.dumps(snapshot_to_dict(snapshot)))
+
+    @translate_errors
+    async def UpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        graph = self._graph(request.graph_id)
+        config = _thread_config(request.thread_id, request.checkpoint_id)
+        try:
+            written = await graph.aupdate_state(
+                config, codec.loads(request.values_json, None), as_node=request.as_node or None
+            )
+        except (InvalidUpdateError, ValueError) as error:
+            raise invalid(f"cannot update the state: {error}") from error
+        checkpoint = written.get("configurable") or {}
+        return runner_pb2.JsonReply(
+            json=codec.dumps(
+                {
+                    "checkpoint": {
+                        "thread_id": checkpoint.get("thread_id"),
+                        "checkpoint_ns": checkpoint.get("checkpoint_ns", ""),
+                        "checkpoint_id": checkpoint.get("checkpoint_id"),
+                    }
+                }
+            )
+        )
+
+    @translate_errors
+    async def CopyThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        copied = await self.store.copy_thread_checkpoints(
+            request.source_thread_id, request.target_thread_id
+        )
+        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": copied}))
+
+    # ---- the long-term store -------------------------------------------------------
+
+    @translate_errors
+    async def StorePut(self, request, context):  # type: ignore[no-untyped-def]
+        value = codec.loads(request.value_json, None)
+        if not isinstance(value, dict):
+            raise invalid("value must be a JSON object.")
+        key = _store_key(request.item)
+        await self.graphs.store.aput(tuple(request.item.namespace), key, value)
+        return runner_pb2.JsonReply(json=b"{}")
+
+    @translate_errors
+    async def StoreGet(self, request, context):  # type: ignore[no-untyped-def]
+        item = await self.graphs.store.aget(tuple(request.namespace), _store_key(request))
+        if item is None:
+            raise not_found(f"No item {request.key!r} in namespace {list(request.namespace)}.")
+        return runner_pb2.JsonReply(json=codec.dumps(_item_to_dict(item)))
+
+    @translate_errors
+    async def StoreDelete(self, request, context):  # type: ignore[no-untyped-def]
+        await self.graphs.store.adelete(tuple(request.namespace), _store_key(request))
+        return runner_pb2.JsonReply(json=b"{}")
+
+    @translate_errors
+    async def StoreSearch(self, request, context):  # type: ignore[no-untyped-def]
+        items = await self.graphs.store.asearch(
+            tuple(request.namespace_prefix),
+            filter=codec.loads(request.filter_json, None),
+            limit=request.limit or 10,
+            offset=request.offset,
+        )
+        return runner_pb2.JsonReply(json=codec.dumps({"items": [_item_to_dict(i) for i in items]}))
+
+    @translate_errors
+    async def StoreListNamespaces(self, request, context):  # type: ignore[no-untyped-def]
+        namespaces = await self.graphs.store.alist_namespaces(
+            prefix=tuple(request.prefix) or None,
+            suffix=tuple(request.suffix) or None,
+            max_depth=request.max_depth or None,
+            limit=request.limit or 100,
+            offset=request.offset,
+        )
+        return runner_pb2.JsonReply(json=codec.dumps({"namespaces": [list(n) for n in namespaces]}))
 
     @translate_errors
     async def GetThreadHistory(self, request, context):  # type: ignore[no-untyped-def]
@@ -101,24 +203,6 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
 
-@contextlib.asynccontextmanager
-async def open_checkpointer(settings: Settings) -> AsyncIterator[Any]:
-    """LangGraph's own checkpointer packages, on the same database switch."""
-    url = settings.checkpointer_url()
-    if settings.database_url:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        async with AsyncPostgresSaver.from_conn_string(url) as saver:
-            await saver.setup()
-            yield saver
-    else:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        async with AsyncSqliteSaver.from_conn_string(url) as saver:
-            await saver.setup()
-            yield saver
-
-
 def connect_peers(settings: Settings) -> Peers:
     return Peers(
         admission=admission_pb2_grpc.AdmissionStub(
@@ -134,8 +218,8 @@ async def main() -> None:
     configure_logging("runner")
     store = RunnerStore(create_engine(settings.checkpoint_sqlalchemy_url()))
     await store.migrate()
-    async with open_checkpointer(settings) as checkpointer:
-        graphs = GraphRegistry(settings.graph_specs(), checkpointer)
+    async with open_checkpointer(settings) as checkpointer, open_store(settings) as long_term:
+        graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         worker = Worker(
             graphs,
@@ -147,7 +231,7 @@ async def main() -> None:
             reconnect_seconds=settings.reconnect_seconds,
         )
         work = asyncio.create_task(worker.run_forever(), name="work-stream")
-        servicer = RunnerServicer(graphs)
+        servicer = RunnerServicer(graphs, store)
 
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)

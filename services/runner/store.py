@@ -74,3 +74,65 @@ class RunnerStore:
                 params,
             )
         return int(result.rowcount or 0)
+
+    async def copy_thread_checkpoints(self, source: str, target: str) -> int:
+        """Copy a thread's checkpoints (and writes, and blobs) under a new thread id."""
+        tables = POSTGRES_CHECKPOINT_TABLES if self.is_postgres else SQLITE_CHECKPOINT_TABLES
+        copied = 0
+        async with self.engine.begin() as conn:
+            for table, columns in tables.items():
+                rest = ", ".join(columns)
+                result = await conn.execute(
+                    text(
+                        f"INSERT INTO {table} (thread_id, {rest}) "
+                        f"SELECT :target, {rest} FROM {table} WHERE thread_id = :source"
+                    ),
+                    {"source": source, "target": target},
+                )
+                if table == "checkpoints":
+                    copied = int(result.rowcount or 0)
+        return copied
+
+
+# LangGraph's checkpoint tables, by backend: every column but thread_id.
+SQLITE_CHECKPOINT_TABLES = {
+    "checkpoints": (
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    ),
+    "writes": (
+        "checkpoint_ns",
+        "checkpoint_id",
+        "task_id",
+        "task_path",
+        "idx",
+        "channel",
+        "type",
+        "value",
+    ),
+}
+POSTGRES_CHECKPOINT_TABLES = {
+    "checkpoints": (
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    ),
+    "checkpoint_blobs": ("checkpoint_ns", "channel", "version", "type", "blob"),
+    "checkpoint_writes": (
+        "checkpoint_ns",
+        "checkpoint_id",
+        "task_id",
+        "task_path",
+        "idx",
+        "channel",
+        "type",
+        "blob",
+    ),
+}

@@ -1,18 +1,86 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetThreadStateRequest(_message.Message):
-    __slots__ = ("thread_id", "graph_id", "subgraphs")
+    __slots__ = ("thread_id", "graph_id", "subgraphs", "checkpoint_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     SUBGRAPHS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     graph_id: str
     subgraphs: bool
-    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., subgraphs: _Optional[bool] = ...) -> None: ...
+    checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., subgraphs: _Optional[bool] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class UpdateThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id", "graph_id", "values_json", "as_node", "checkpoint_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    AS_NODE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    graph_id: str
+    values_json: bytes
+    as_node: str
+    checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., as_node: _Optional[str] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class CopyThreadStateRequest(_message.Message):
+    __slots__ = ("source_thread_id", "target_thread_id")
+    SOURCE_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    source_thread_id: str
+    target_thread_id: str
+    def __init__(self, source_thread_id: _Optional[str] = ..., target_thread_id: _Optional[str] = ...) -> None: ...
+
+class StoreKey(_message.Message):
+    __slots__ = ("namespace", "key")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    namespace: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    def __init__(self, namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class StorePutRequest(_message.Message):
+    __slots__ = ("item", "value_json")
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    item: StoreKey
+    value_json: bytes
+    def __init__(self, item: _Optional[_Union[StoreKey, _Mapping]] = ..., value_json: _Optional[bytes] = ...) -> None: ...
+
+class StoreSearchRequest(_message.Message):
+    __slots__ = ("namespace_prefix", "filter_json", "limit", "offset")
+    NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    namespace_prefix: _containers.RepeatedScalarFieldContainer[str]
+    filter_json: bytes
+    limit: int
+    offset: int
+    def __init__(self, namespace_prefix: _Optional[_Iterable[str]] = ..., filter_json: _Optional[bytes] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class StoreListNamespacesRequest(_message.Message):
+    __slots__ = ("prefix", "suffix", "max_depth", "limit", "offset")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    SUFFIX_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    prefix: _containers.RepeatedScalarFieldContainer[str]
+    suffix: _containers.RepeatedScalarFieldContainer[str]
+    max_depth: int
+    limit: int
+    offset: int
+    def __init__(self, prefix: _Optional[_Iterable[str]] = ..., suffix: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class GetThreadHistoryRequest(_message.Message):
     __slots__ = ("thread_id", "graph_id", "limit", "filter_json", "before")

@@ -39,6 +39,41 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.GetThreadStateRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.UpdateThreadState = channel.unary_unary(
+                '/waybill.v1.Runner/UpdateThreadState',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.CopyThreadState = channel.unary_unary(
+                '/waybill.v1.Runner/CopyThreadState',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.StorePut = channel.unary_unary(
+                '/waybill.v1.Runner/StorePut',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.StorePutRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.StoreGet = channel.unary_unary(
+                '/waybill.v1.Runner/StoreGet',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.StoreKey.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.StoreDelete = channel.unary_unary(
+                '/waybill.v1.Runner/StoreDelete',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.StoreKey.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.StoreSearch = channel.unary_unary(
+                '/waybill.v1.Runner/StoreSearch',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.StoreSearchRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.StoreListNamespaces = channel.unary_unary(
+                '/waybill.v1.Runner/StoreListNamespaces',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.StoreListNamespacesRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
         self.GetThreadHistory = channel.unary_unary(
                 '/waybill.v1.Runner/GetThreadHistory',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.GetThreadHistoryRequest.SerializeToString,
@@ -67,6 +102,52 @@ class RunnerServicer:
     def GetThreadState(self, request, context):
         """Current state of a thread (LangGraph's get_state), as JSON.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateThreadState(self, request, context):
+        """Write values into a thread's state as if `as_node` had (LangGraph's
+        update_state); answers the new checkpoint as JSON.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CopyThreadState(self, request, context):
+        """Copy every checkpoint of one thread to another (empty) thread.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StorePut(self, request, context):
+        """The long-term store (LangGraph BaseStore) shared by every graph.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StoreGet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StoreDelete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StoreSearch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StoreListNamespaces(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -106,6 +187,41 @@ def add_RunnerServicer_to_server(servicer, server):
             'GetThreadState': grpc.unary_unary_rpc_method_handler(
                     servicer.GetThreadState,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.GetThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'UpdateThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateThreadState,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'CopyThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.CopyThreadState,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'StorePut': grpc.unary_unary_rpc_method_handler(
+                    servicer.StorePut,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.StorePutRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'StoreGet': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreGet,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.StoreKey.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'StoreDelete': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreDelete,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.StoreKey.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'StoreSearch': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreSearch,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.StoreSearchRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'StoreListNamespaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreListNamespaces,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.StoreListNamespacesRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
             'GetThreadHistory': grpc.unary_unary_rpc_method_handler(
@@ -155,6 +271,195 @@ class Runner:
             target,
             '/waybill.v1.Runner/GetThreadState',
             waybill_dot_v1_dot_runner__pb2.GetThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/UpdateThreadState',
+            waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/CopyThreadState',
+            waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StorePut(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/StorePut',
+            waybill_dot_v1_dot_runner__pb2.StorePutRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreGet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/StoreGet',
+            waybill_dot_v1_dot_runner__pb2.StoreKey.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreDelete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/StoreDelete',
+            waybill_dot_v1_dot_runner__pb2.StoreKey.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreSearch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/StoreSearch',
+            waybill_dot_v1_dot_runner__pb2.StoreSearchRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreListNamespaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/StoreListNamespaces',
+            waybill_dot_v1_dot_runner__pb2.StoreListNamespacesRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,45 @@
+"""LangGraph's own checkpointer and store packages, on the same database switch
+as every other service: SQLite files in the data directory, or Postgres."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from common.settings import Settings
+
+
+@contextlib.asynccontextmanager
+async def open_checkpointer(settings: Settings) -> AsyncIterator[Any]:
+    url = settings.checkpointer_url()
+    if settings.database_url:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(url) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(url) as saver:
+            await saver.setup()
+            yield saver
+
+
+@contextlib.asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[Any]:
+    if settings.database_url:
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        async with AsyncPostgresStore.from_conn_string(settings.checkpointer_url()) as store:
+            await store.setup()
+            yield store
+    else:
+        from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path = str((settings.data_dir / "store.db").resolve())
+        async with AsyncSqliteStore.from_conn_string(path) as store:
+            await store.setup()
+            yield store
