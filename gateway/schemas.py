@@ -6,8 +6,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-STREAM_MODES = ("values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints")
-NOT_YET_STREAM_MODES = ("messages", "events")
+STREAM_MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "debug",
+    "tasks",
+    "checkpoints",
+)
+NOT_YET_STREAM_MODES = ("events",)
 
 
 class Envelope(BaseModel):

@@ -169,3 +169,28 @@ async def test_unknown_run_stream_is_404(http: httpx.AsyncClient) -> None:
     missing = await http.get(f"/threads/{thread['thread_id']}/runs/{uuid.uuid4()}/stream")
     assert missing.status_code == 404
     assert "not found" in missing.json()["detail"]
+
+
+async def test_messages_mode_sends_metadata_partial_and_complete(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    parts = await stream_parts(
+        client,
+        thread["thread_id"],
+        "lead_agent",
+        input=says('/tool add {"a": 2, "b": 2}'),
+        stream_mode="messages",
+    )
+    names = [p.event for p in parts]
+    assert names[1] == "messages/metadata"
+    partials = [p.data[0] for p in parts if p.event == "messages/partial"]
+    completes = [p.data[0] for p in parts if p.event == "messages/complete"]
+    # Partials are cumulative: the last one of the answer holds all of it.
+    answer = [m for m in partials if m["content"]]
+    assert answer[-1]["content"] == "Tool add returned: 4.0"
+    assert all(
+        len(a["content"]) <= len(b["content"]) for a, b in zip(answer, answer[1:], strict=False)
+    )
+    # The tool call, the tool's answer and the final answer each complete once.
+    assert [m["type"] for m in completes] == ["AIMessageChunk", "tool", "AIMessageChunk"]
+    assert completes[0]["tool_calls"][0]["name"] == "add"
+    assert completes[-1]["content"] == "Tool add returned: 4.0"

@@ -20,13 +20,7 @@ from langgraph.types import Command, StateSnapshot
 
 from common import codec
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
-from services.runner.frames import (
-    error_event,
-    event_name,
-    frame_bytes,
-    metadata_event,
-    requested_modes,
-)
+from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
 from services.runner.graphs import GraphRegistry
 from services.runner.journal_sink import JournalSink
 from services.runner.stats import STATS
@@ -253,10 +247,12 @@ class RunExecution:
                 interrupt_before=self.kwargs.get("interrupt_before"),
                 interrupt_after=self.kwargs.get("interrupt_after"),
             )
+            encoder = FrameEncoder(self.kwargs.get("stream_mode"))
             async for chunk in stream:
                 parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
                 namespace, mode, data = parts
-                self.sink.emit(event_name(mode, namespace), frame_bytes(mode, data))
+                for name, payload in encoder.encode(mode, namespace, data):
+                    self.sink.emit(name, payload)
         except StaleEpochError:
             raise
         except Exception as error:  # the graph's failure ends the run, not the runner

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import BaseMessageChunk
+
 from common import codec
 
 # What a client may ask for -> what `graph.astream` is given.
 STREAM_MODES = {
     "values": "values",
     "updates": "updates",
+    "messages": "messages",
     "messages-tuple": "messages",
     "custom": "custom",
     "debug": "debug",
@@ -38,11 +41,50 @@ def event_name(mode: str, namespace: tuple[str, ...]) -> str:
     return "|".join((mode, *namespace)) if namespace else mode
 
 
-def frame_bytes(mode: str, data: Any) -> bytes:
-    if mode == "messages":
+class FrameEncoder:
+    """Turns one run's astream chunks into named SSE events, serialized once.
+
+    `messages-tuple` sends each token as `messages` `[chunk, metadata]`. The
+    older `messages` mode sends `messages/metadata` when a message first
+    appears, `messages/partial` with the message so far, and
+    `messages/complete` when it is whole, as LangGraph Platform does.
+    """
+
+    def __init__(self, stream_mode: Any) -> None:
+        names = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ["values"])
+        self.tuples = "messages-tuple" in names
+        self.accumulated = "messages" in names
+        self._so_far: dict[str, Any] = {}
+
+    def encode(self, mode: str, namespace: tuple[str, ...], data: Any) -> list[tuple[str, bytes]]:
+        if mode != "messages":
+            return [(event_name(mode, namespace), codec.dumps(data))]
         message, metadata = data
-        return codec.dumps([message, metadata])
-    return codec.dumps(data)
+        frames = []
+        if self.tuples:
+            frames.append((event_name("messages", namespace), codec.dumps([message, metadata])))
+        if self.accumulated:
+            frames.extend(self._accumulate(message, metadata, namespace))
+        return frames
+
+    def _accumulate(
+        self, message: Any, metadata: Any, namespace: tuple[str, ...]
+    ) -> list[tuple[str, bytes]]:
+        frames = []
+        message_id = getattr(message, "id", None) or ""
+        if message_id not in self._so_far:
+            payload = codec.dumps({message_id: {"metadata": metadata}})
+            frames.append((event_name("messages/metadata", namespace), payload))
+        if not isinstance(message, BaseMessageChunk):
+            self._so_far[message_id] = None
+            return [*frames, (event_name("messages/complete", namespace), codec.dumps([message]))]
+        so_far = self._so_far.get(message_id)
+        so_far = message if so_far is None else so_far + message
+        self._so_far[message_id] = so_far
+        frames.append((event_name("messages/partial", namespace), codec.dumps([so_far])))
+        if getattr(message, "chunk_position", None) == "last":
+            frames.append((event_name("messages/complete", namespace), codec.dumps([so_far])))
+        return frames
 
 
 def metadata_event(run_id: str, attempt: int) -> tuple[str, bytes]:
