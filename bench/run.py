@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Waybill streaming bench: lead_agent + scripted model; median of "
         f"{args.repetitions} runs after {args.warmups} warm-up(s) per size\n"
         f"machine: {host['cores']} cores, Python {host['python']}, {host['platform']}, "
-        f"load average {host['load_average_1m']}",
+        f"1-min load average at start {host['load_average_1m']}",
         flush=True,
     )
     started = time.perf_counter()

@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     journal_batch_max: int = 512
     startup_timeout_seconds: float = 60.0
 
+    workspaces_dir: Path | None = None  # default: <data_dir>/workspaces
+    deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
+    history_limit: int = 200  # messages the lead agent's model sees at most
+
+    def workspaces_path(self) -> Path:
+        return self.workspaces_dir or self.data_dir / "workspaces"
+
     @property
     def renew_every(self) -> float:
         return self.lease_renew_seconds or self.lease_seconds / 3

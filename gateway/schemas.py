@@ -120,6 +120,9 @@ class RunCreate(Envelope):
     after_seconds: float | None = None
     webhook: str | None = None
     feedback_keys: list[str] | None = None
+    # Waybill defaults to "sync": every step's checkpoint is stored before the
+    # next step starts, so a takeover or a cancel never loses a finished step.
+    durability: Literal["sync", "async", "exit"] = "sync"
 
     @field_validator("stream_mode")
     @classmethod
@@ -162,6 +165,7 @@ class RunCreate(Envelope):
             "interrupt_after",
             "on_disconnect",
             "feedback_keys",
+            "durability",
         )
         kwargs = {name: getattr(self, name) for name in fields}
         if self.checkpoint and not self.checkpoint_id:

@@ -18,7 +18,17 @@ from tests.stacks import running_stack, stack_env
 
 STUB_REPLY = "Hello from the stub: hi there"
 # The stub counts words: "hi there" in, six reply tokens out.
-STUB_USAGE = {"input_tokens": 2, "output_tokens": 6, "total_tokens": 8}
+LEAD_AGENT_TOOLS = {
+    "add",
+    "echo",
+    "wait",
+    "ask_clarification",
+    "write_file",
+    "read_file",
+    "list_files",
+    "edit_file",
+    "present_files",
+}
 
 
 def says(text: str) -> dict[str, Any]:
@@ -69,17 +79,23 @@ async def test_lead_agent_streams_tokens_from_the_openai_model(
     assert "".join(tokens) == STUB_REPLY
     assert len([t for t in tokens if t]) == len(STUB_REPLY.split(" "))  # token by token
 
-    state = await client.threads.get_state(thread["thread_id"])
-    answer = state["values"]["messages"][-1]
-    assert (answer["type"], answer["content"]) == ("ai", STUB_REPLY)
-    assert STUB_USAGE.items() <= answer["usage_metadata"].items()
-
     [request] = stub.requests[seen:]
     assert request["model"] == "gpt-stub"
     assert request["stream"] is True
     assert request["stream_options"] == {"include_usage": True}
+    assert request["messages"][0]["role"] == "system"  # the lead agent's prompt
     assert request["messages"][-1] == {"role": "user", "content": "hi there"}
-    assert {tool["function"]["name"] for tool in request["tools"]} == {"add", "echo", "wait"}
+    assert {tool["function"]["name"] for tool in request["tools"]} == LEAD_AGENT_TOOLS
+
+    # The usage the stub reported (it counts the words it was sent) reaches the state.
+    prompt_words = sum(len(str(m["content"]).split()) for m in request["messages"])
+    state = await client.threads.get_state(thread["thread_id"])
+    answer = state["values"]["messages"][-1]
+    assert (answer["type"], answer["content"]) == ("ai", STUB_REPLY)
+    reply_words = len(STUB_REPLY.split(" "))
+    assert answer["usage_metadata"]["input_tokens"] == prompt_words
+    assert answer["usage_metadata"]["output_tokens"] == reply_words
+    assert answer["usage_metadata"]["total_tokens"] == prompt_words + reply_words
 
 
 async def test_a_model_that_is_not_configured_is_refused_before_any_run(

@@ -246,6 +246,7 @@ class RunExecution:
                 subgraphs=subgraphs,
                 interrupt_before=self.kwargs.get("interrupt_before"),
                 interrupt_after=self.kwargs.get("interrupt_after"),
+                durability=self.kwargs.get("durability") or "sync",
             )
             encoder = FrameEncoder(self.kwargs.get("stream_mode"))
             async for chunk in stream:

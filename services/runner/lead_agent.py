@@ -1,48 +1,40 @@
-"""The built-in `lead_agent`: a model that may call tools, in a loop, until it answers."""
+"""The built-in `lead_agent`: a model that may call tools, in a loop, until it answers.
+
+Everything that varies lives in `services/runner/agent/`: which tools a run may
+use and which the model is shown (tools.py), the middleware chain around each
+model call (middleware.py), the system prompt (prompt.py) and the workspace
+file tools (workspace.py). The model comes from `create_chat_model`.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
-from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
+from common.settings import get_settings
+from services.runner.agent.middleware import ModelRequest, default_chain
+from services.runner.agent.tools import assemble, authorized
 from services.runner.models import create_chat_model
 
 
 class LeadAgentContext(TypedDict, total=False):
     model_name: str
+    agent_name: str
 
 
-@tool
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    # Progress reaches clients of the `custom` stream mode.
-    get_stream_writer()({"tool": "add", "progress": "adding"})
-    return a + b
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    return dict(config.get("configurable") or {})
 
 
-@tool
-def echo(text: str) -> str:
-    """Return the text unchanged."""
-    return text
-
-
-@tool
-async def wait(seconds: float) -> str:
-    """Wait for a number of seconds (stands in for a slow tool in demos and tests)."""
-    await asyncio.sleep(seconds)
-    return f"waited {seconds:g} s"
-
-
-TOOLS = [add, echo, wait]
+def _tool_sets(state: MessagesState, config: RunnableConfig) -> tuple[list[Any], list[Any]]:
+    threshold = get_settings().deferred_tools_threshold
+    return assemble(authorized(_configurable(config)), state["messages"], threshold)
 
 
 async def call_model(
@@ -50,12 +42,29 @@ async def call_model(
 ) -> dict[str, Any]:
     if not state["messages"]:
         raise ValueError("lead_agent needs input.messages: a list with at least one message")
-    context = runtime.context or {}
-    configurable = config.get("configurable") or {}
+    configurable = _configurable(config)
+    context: dict[str, Any] = {
+        **(runtime.context or {}),
+        "thread_id": configurable.get("thread_id"),
+    }
+    shown, _ = _tool_sets(state, config)
+    request = ModelRequest(messages=list(state["messages"]), tools=shown, context=context)
+    chain = default_chain(get_settings().history_limit)
+    for middleware in chain:
+        request = middleware.before(request)
     model_name = context.get("model_name") or configurable.get("model_name")
-    model = create_chat_model(model_name).bind_tools(TOOLS)
-    response = await model.ainvoke(state["messages"], config)
+    model = create_chat_model(model_name).bind_tools(request.tools)
+    response = await model.ainvoke(request.messages, config)
+    for middleware in reversed(chain):
+        response = middleware.after(response)
     return {"messages": [response]}
+
+
+async def run_tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+    """Runs the requested tools; a tool the run may not use answers with an error."""
+    _, runnable = _tool_sets(state, config)
+    result: dict[str, Any] = await ToolNode(runnable).ainvoke(state, config)
+    return result
 
 
 def route_after_model(state: MessagesState) -> str:
@@ -68,7 +77,7 @@ def route_after_model(state: MessagesState) -> str:
 def build_lead_agent() -> Any:
     builder = StateGraph(MessagesState, context_schema=LeadAgentContext)
     builder.add_node("agent", call_model)  # type: ignore[call-overload]
-    builder.add_node("tools", ToolNode(TOOLS))
+    builder.add_node("tools", run_tools)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route_after_model, ["tools", END])
     builder.add_edge("tools", "agent")

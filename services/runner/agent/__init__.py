@@ -1,0 +1,4 @@
+"""Assembly of the built-in `lead_agent`: tools, middleware, prompt, model.
+
+Adding a provider (models.py) or a tool (tools.py) never touches the run loop.
+"""

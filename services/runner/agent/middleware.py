@@ -1,0 +1,99 @@
+"""The middleware chain around every model call, in one ordered list.
+
+Each middleware may change the request before the model sees it, and the
+response after. Clarification comes last so that it sees the final answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
+
+from services.runner.agent.prompt import render_system_prompt
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    messages: list[BaseMessage]
+    tools: list[BaseTool]
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+class Middleware(Protocol):
+    def before(self, request: ModelRequest) -> ModelRequest: ...
+
+    def after(self, response: AIMessage) -> AIMessage: ...
+
+
+class PassThrough:
+    def before(self, request: ModelRequest) -> ModelRequest:
+        return request
+
+    def after(self, response: AIMessage) -> AIMessage:
+        return response
+
+
+class SystemPrompt(PassThrough):
+    """Puts the rendered system prompt first."""
+
+    def before(self, request: ModelRequest) -> ModelRequest:
+        prompt = SystemMessage(render_system_prompt(request.context, request.tools))
+        rest = [m for m in request.messages if not isinstance(m, SystemMessage)]
+        return replace(request, messages=[prompt, *rest])
+
+
+class AnswerDanglingToolCalls(PassThrough):
+    """A tool call left without an answer (a crash, an old cancel) would make
+    most providers refuse the conversation: answer it before the model sees it."""
+
+    def before(self, request: ModelRequest) -> ModelRequest:
+        answered = {m.tool_call_id for m in request.messages if isinstance(m, ToolMessage)}
+        repaired: list[BaseMessage] = []
+        for message in request.messages:
+            repaired.append(message)
+            if isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    if call.get("id") not in answered:
+                        repaired.append(
+                            ToolMessage(
+                                content="This tool call did not complete.",
+                                tool_call_id=call["id"],
+                                name=call["name"],
+                                status="error",
+                            )
+                        )
+        return replace(request, messages=repaired)
+
+
+class TrimHistory(PassThrough):
+    """Keeps the model's input bounded: the last `keep` messages (whole tool turns)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+
+    def before(self, request: ModelRequest) -> ModelRequest:
+        if len(request.messages) <= self.keep:
+            return request
+        kept = request.messages[-self.keep :]
+        while kept and isinstance(kept[0], ToolMessage):  # never start mid tool turn
+            kept = kept[1:]
+        head = [m for m in request.messages[:1] if isinstance(m, SystemMessage)]
+        return replace(request, messages=[*head, *kept])
+
+
+class Clarification(PassThrough):
+    """A question to the user is asked alone: other tool calls beside it wait."""
+
+    def after(self, response: AIMessage) -> AIMessage:
+        asks = [c for c in response.tool_calls if c["name"] == "ask_clarification"]
+        if asks and len(response.tool_calls) > 1:
+            return response.model_copy(update={"tool_calls": asks[:1]})
+        return response
+
+
+def default_chain(history_limit: int) -> list[Middleware]:
+    """The order matters: prompt, repair, trim, ... clarification last."""
+    return [SystemPrompt(), AnswerDanglingToolCalls(), TrimHistory(history_limit), Clarification()]

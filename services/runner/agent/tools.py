@@ -1,0 +1,109 @@
+"""Tools pass three gates: available -> authorized -> assembled.
+
+- available: every tool the runner knows (`CATALOG`);
+- authorized: those the run's assistant config allows (`configurable.allowed_tools`),
+  minus those it denies (`configurable.denied_tools`);
+- assembled: what the model is shown. With many tools, only the core ones and
+  `tool_search` are shown; the model finds the rest by searching, and a tool
+  found once stays shown for the rest of the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.config import get_stream_writer
+from langgraph.types import interrupt
+
+from services.runner.agent.workspace import WORKSPACE_TOOLS
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    # Progress reaches clients of the `custom` stream mode.
+    get_stream_writer()({"tool": "add", "progress": "adding"})
+    return a + b
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@tool
+async def wait(seconds: float) -> str:
+    """Wait for a number of seconds (stands in for a slow tool in demos and tests)."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds:g} s"
+
+
+@tool
+def ask_clarification(question: str) -> str:
+    """Ask the user a question and wait for the answer before going on."""
+    answer = interrupt({"question": question})
+    return str(answer)
+
+
+TOOL_SEARCH = "tool_search"
+CORE_TOOLS = ("ask_clarification", "present_files", TOOL_SEARCH)
+CATALOG: dict[str, BaseTool] = {
+    t.name: t for t in [add, echo, wait, ask_clarification, *WORKSPACE_TOOLS]
+}
+for _tool in CATALOG.values():
+    # A ToolException is the tool telling the model what to fix: it becomes the
+    # tool's answer (status "error"), not the end of the run.
+    _tool.handle_tool_error = True
+
+
+def authorized(configurable: dict[str, Any]) -> list[BaseTool]:
+    allowed = configurable.get("allowed_tools")
+    denied = set(configurable.get("denied_tools") or ())
+    names = [n for n in CATALOG if (allowed is None or n in allowed) and n not in denied]
+    return [CATALOG[n] for n in names]
+
+
+def make_tool_search(deferred: Sequence[BaseTool]) -> BaseTool:
+    @tool(TOOL_SEARCH)
+    def tool_search(query: str) -> str:
+        """Find more tools by keyword; returns the matching tools' names and descriptions."""
+        words = query.lower().split()
+        found = [
+            {"name": t.name, "description": t.description}
+            for t in deferred
+            if any(w in f"{t.name} {t.description}".lower() for w in words)
+        ]
+        return json.dumps(found)
+
+    return tool_search
+
+
+def discovered(messages: Iterable[BaseMessage]) -> set[str]:
+    """Tool names that earlier `tool_search` calls revealed in this conversation."""
+    names: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.name == TOOL_SEARCH:
+            try:
+                names.update(item["name"] for item in json.loads(str(message.content)))
+            except (ValueError, TypeError, KeyError):
+                continue
+    return names
+
+
+def assemble(
+    tools: list[BaseTool], messages: Sequence[BaseMessage], threshold: int
+) -> tuple[list[BaseTool], list[BaseTool]]:
+    """(tools shown to the model, tools the tool node can run)."""
+    if len(tools) <= threshold:
+        return tools, tools
+    deferred = [t for t in tools if t.name not in CORE_TOOLS]
+    search = make_tool_search(deferred)
+    seen = discovered(messages)
+    shown = [t for t in tools if t.name in CORE_TOOLS or t.name in seen]
+    return [*shown, search], [*tools, search]
