@@ -7,7 +7,7 @@ The journal's end marker never reaches the client.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -32,25 +32,35 @@ def encode(event: journal_pb2.RunEvent) -> bytes:
     )
 
 
-async def journal_events(
+async def journal_batches(
     journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
-) -> AsyncIterator[journal_pb2.RunEvent]:
+) -> AsyncIterator[Sequence[journal_pb2.RunEvent]]:
     request = journal_pb2.SubscribeRequest(run_id=run_id, from_seq=from_seq, live_only=live_only)
     call = journal.Subscribe(request)
     try:
         async for item in call:
+            if item.events:
+                yield item.events
             if item.end:
                 return
-            yield item.event
     finally:
         call.cancel()
+
+
+async def journal_events(
+    journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
+) -> AsyncIterator[journal_pb2.RunEvent]:
+    async for batch in journal_batches(journal, run_id, from_seq, live_only):
+        for event in batch:
+            yield event
 
 
 async def sse_frames(
     journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
 ) -> AsyncIterator[bytes]:
-    async for event in journal_events(journal, run_id, from_seq, live_only):
-        yield encode(event)
+    # A burst of events is written to the socket as one chunk.
+    async for batch in journal_batches(journal, run_id, from_seq, live_only):
+        yield b"".join(encode(event) for event in batch)
 
 
 def sse_response(

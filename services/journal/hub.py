@@ -165,9 +165,9 @@ class JournalHub:
     # ---- reading ---------------------------------------------------------------
 
     async def subscribe(
-        self, run_id: str, from_seq: int, live_only: bool
-    ) -> AsyncIterator[StoredEvent | None]:
-        """Yield stored events from `from_seq`, then live ones, then END once closed."""
+        self, run_id: str, from_seq: int, live_only: bool, batch_max: int = 512
+    ) -> AsyncIterator[list[StoredEvent] | None]:
+        """Yield batches of events from `from_seq`, then live ones, then END once closed."""
         run_log = await self.open(run_id)
         queue: asyncio.Queue[StoredEvent | None] = asyncio.Queue()
         start = run_log.next_seq if live_only else max(0, from_seq)
@@ -176,15 +176,31 @@ class JournalHub:
         if not closed:
             run_log.subscribers.add(queue)
         try:
-            for stored in backlog:
-                yield stored
+            for offset in range(0, len(backlog), batch_max):
+                yield backlog[offset : offset + batch_max]
             if closed:
                 yield END
                 return
             while True:
-                item = await queue.get()
-                yield item
-                if item is END:
+                batch, ended = await _next_batch(queue, batch_max)
+                if batch:
+                    yield batch
+                if ended:
+                    yield END
                     return
         finally:
             run_log.subscribers.discard(queue)
+
+
+async def _next_batch(
+    queue: asyncio.Queue[StoredEvent | None], batch_max: int
+) -> tuple[list[StoredEvent], bool]:
+    """Wait for one event, then take whatever else is already queued. (batch, ended)."""
+    item = await queue.get()
+    batch: list[StoredEvent] = []
+    while item is not END:
+        batch.append(item)
+        if len(batch) >= batch_max or queue.empty():
+            return batch, False
+        item = queue.get_nowait()
+    return batch, True

@@ -33,12 +33,15 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
 
     @translate_errors
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
-        async for stored in self.hub.subscribe(request.run_id, request.from_seq, request.live_only):
-            if stored is END:
+        async for batch in self.hub.subscribe(request.run_id, request.from_seq, request.live_only):
+            if batch is END:
                 yield journal_pb2.SubscribeItem(end=True)
                 return
             yield journal_pb2.SubscribeItem(
-                event=journal_pb2.RunEvent(seq=stored.seq, event=stored.event, data=stored.data)
+                events=[
+                    journal_pb2.RunEvent(seq=stored.seq, event=stored.event, data=stored.data)
+                    for stored in batch
+                ]
             )
 
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"\"\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0f\n\rCloseResponse\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"A\n\rSubscribeItem\x12#\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\x32\x8e\x02\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"\"\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0f\n\rCloseResponse\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\x32\x8e\x02\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,7 +48,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBSCRIBEREQUEST']._serialized_start=350
   _globals['_SUBSCRIBEREQUEST']._serialized_end=421
   _globals['_SUBSCRIBEITEM']._serialized_start=423
-  _globals['_SUBSCRIBEITEM']._serialized_end=488
-  _globals['_JOURNAL']._serialized_start=491
-  _globals['_JOURNAL']._serialized_end=761
+  _globals['_SUBSCRIBEITEM']._serialized_end=489
+  _globals['_JOURNAL']._serialized_start=492
+  _globals['_JOURNAL']._serialized_end=762
 # @@protoc_insertion_point(module_scope)

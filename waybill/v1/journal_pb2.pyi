@@ -67,9 +67,9 @@ class SubscribeRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., from_seq: _Optional[int] = ..., live_only: _Optional[bool] = ...) -> None: ...
 
 class SubscribeItem(_message.Message):
-    __slots__ = ("event", "end")
-    EVENT_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("events", "end")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
-    event: RunEvent
+    events: _containers.RepeatedCompositeFieldContainer[RunEvent]
     end: bool
-    def __init__(self, event: _Optional[_Union[RunEvent, _Mapping]] = ..., end: _Optional[bool] = ...) -> None: ...
+    def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ..., end: _Optional[bool] = ...) -> None: ...

@@ -82,7 +82,7 @@ class JournalServicer:
 
     def Subscribe(self, request, context):
         """Replay a run's events from `from_seq`, then follow live ones until the log
-        is closed. The last message has `end` set and carries no event.
+        is closed. The last message has `end` set and carries no events.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
