@@ -65,3 +65,26 @@ async def test_a_run_past_its_time_limit_ends_timeout(tmp_path: Path) -> None:
         after = await client.runs.wait(thread["thread_id"], "lead_agent", input=says("ok?"))
         assert after["messages"][-1]["content"] == "You said: ok?"
         await client.aclose()
+
+
+async def test_a_run_that_keeps_losing_its_runner_gives_up(tmp_path: Path) -> None:
+    with two_runner_stack(tmp_path, WAYBILL_MAX_ATTEMPTS="1") as two:
+        client = get_client(url=two.stack.url)
+        thread = await client.threads.create()
+        async with httpx.AsyncClient(base_url=two.stack.url, timeout=60) as raw:
+            run_id, before = await stream_until_tool_call(raw, thread["thread_id"])
+            two.stack.processes[two.executing()].send_signal(signal.SIGKILL)
+            rest = parse_sse(
+                (
+                    await raw.get(
+                        f"/threads/{thread['thread_id']}/runs/{run_id}/stream",
+                        headers={"Last-Event-ID": before[-1]["id"]},
+                    )
+                ).text
+            )
+        assert rest[-1]["event"] == "error"
+        assert json.loads(rest[-1]["data"])["error"] == "RunAttemptsExhausted"
+        run = await client.runs.get(thread["thread_id"], run_id)
+        assert run["status"] == "error"
+        assert (await client.threads.get(thread["thread_id"]))["status"] == "error"
+        await client.aclose()

@@ -37,3 +37,20 @@ async def test_interrupt_shows_in_the_updates_stream(client: LangGraphClient) ->
     ]
     updates = [p.data for p in parts if p.event == "updates"]
     assert "__interrupt__" in updates[-1]
+
+
+async def test_interrupt_before_a_node_then_continue_with_no_input(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    paused = await client.runs.wait(
+        thread["thread_id"],
+        "lead_agent",
+        input={"messages": [{"role": "user", "content": '/tool add {"a": 3, "b": 4}'}]},
+        interrupt_before=["tools"],
+    )
+    assert [m["type"] for m in paused["messages"]] == ["human", "ai"]
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["tools"]
+    assert (await client.threads.get(thread["thread_id"]))["status"] == "interrupted"
+
+    done = await client.runs.wait(thread["thread_id"], "lead_agent", input=None)
+    assert done["messages"][-1]["content"] == "Tool add returned: 7.0"

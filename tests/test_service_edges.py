@@ -52,3 +52,12 @@ async def test_cors_lets_another_origin_read_content_location(http: httpx.AsyncC
         headers={"Origin": "http://ui.example"},
     )
     assert "content-location" in reply.headers["access-control-expose-headers"].lower()
+
+
+async def test_subgraphs_of_a_graph(http: httpx.AsyncClient) -> None:
+    found = (await http.get("/assistants/nested/subgraphs")).json()
+    assert list(found) == ["writer"]
+    assert "notes" in found["writer"]["input_schema"]["properties"]
+    one = (await http.get("/assistants/nested/subgraphs/writer")).json()
+    assert list(one) == ["writer"]
+    assert (await http.get("/assistants/lead_agent/subgraphs")).json() == {}

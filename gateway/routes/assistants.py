@@ -75,3 +75,19 @@ async def get_assistant_schemas(assistant_id: str, request: Request) -> Response
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+@router.get("/assistants/{assistant_id}/subgraphs")
+@router.get("/assistants/{assistant_id}/subgraphs/{namespace}")
+async def get_assistant_subgraphs(
+    assistant_id: str, request: Request, namespace: str = "", recurse: bool = False
+) -> Response:
+    assistant = await _assistant(request, assistant_id)
+    reply = await call(
+        peers_of(request).runner.GetSubgraphs(
+            runner_pb2.GetSubgraphsRequest(
+                graph_id=assistant.graph_id, namespace=namespace, recurse=recurse
+            )
+        )
+    )
+    return Response(reply.json, media_type="application/json")

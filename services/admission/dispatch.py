@@ -132,9 +132,7 @@ class RunnerPool:
             runner = max(self.runners.values(), key=lambda r: r.free_slots, default=None)
             if runner is None or runner.free_slots <= 0:
                 return
-            run = await self.store.claim_next(
-                runner.runner_id, self.lease_seconds, self.max_attempts
-            )
+            run = await self.store.claim_next(runner.runner_id, self.lease_seconds)
             if run is None:
                 return
             for other in self.runners.values():

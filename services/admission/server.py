@@ -161,7 +161,9 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def BeginRun(self, request, context):  # type: ignore[no-untyped-def]
-        started, reason = await self.store.begin_run(request.run_id, request.epoch)
+        started, reason = await self.store.begin_run(
+            request.run_id, request.epoch, self.pool.max_attempts
+        )
         return admission_pb2.BeginRunResponse(started=started, reason=reason)
 
     @translate_errors

@@ -274,13 +274,8 @@ class AdmissionStore:
             query = query.with_for_update(skip_locked=True, of=runs)
         return query
 
-    async def claim_next(
-        self, runner_id: str, lease_seconds: float, max_attempts: int
-    ) -> RunRecord | None:
-        """Lease the next claimable run to `runner_id` with a new epoch.
-
-        A run that already used `max_attempts` attempts is ended `error` instead.
-        """
+    async def claim_next(self, runner_id: str, lease_seconds: float) -> RunRecord | None:
+        """Lease the next claimable run to `runner_id` with a new epoch and attempt."""
         while True:
             now = codec.now_utc()
             async with self.engine.begin() as conn:
@@ -288,15 +283,6 @@ class AdmissionStore:
                 if run_id is None:
                     return None
                 row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
-                if row.attempt >= max_attempts and row.cancel_action is None:
-                    await self._end(
-                        conn,
-                        row,
-                        "error",
-                        f"lease expired {row.attempt} times; giving up",
-                        thread_status="error",
-                    )
-                    continue
                 claimed = (
                     await conn.execute(
                         update(runs)
@@ -313,8 +299,9 @@ class AdmissionStore:
             if claimed is not None:
                 return _run(claimed)
 
-    async def begin_run(self, run_id: str, epoch: int) -> tuple[bool, str]:
-        """The start barrier. (started, reason)."""
+    async def begin_run(self, run_id: str, epoch: int, max_attempts: int) -> tuple[bool, str]:
+        """The start barrier. (started, reason): reason is "stale", "cancelled" or
+        "exhausted" (its leases expired `max_attempts` times: ended `error`)."""
         now = codec.now_utc()
         async with self.engine.begin() as conn:
             row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
@@ -323,6 +310,10 @@ class AdmissionStore:
             if row.cancel_action is not None:
                 await self._end(conn, row, "interrupted", "cancelled before it started")
                 return False, "cancelled"
+            if row.attempt > max_attempts:
+                reason = f"gave up after {max_attempts} attempts: each runner lost its lease"
+                await self._end(conn, row, "error", reason, thread_status="error")
+                return False, "exhausted"
             await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == run_id, runs.c.epoch == epoch)

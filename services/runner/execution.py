@@ -39,6 +39,10 @@ log = logging.getLogger("waybill.runner")
 CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call finished."
 
 
+class RunAttemptsExhausted(RuntimeError):
+    """Every runner that held the run lost its lease before finishing it."""
+
+
 @dataclass
 class Peers:
     admission: admission_pb2_grpc.AdmissionStub
@@ -174,9 +178,16 @@ class RunExecution:
             log.warning("run %s: %s", self.run.run_id, error)
 
     async def _not_started(self, reason: str) -> None:
+        """Nothing is built; the run's log is closed so its streams end."""
         if reason == "cancelled":
             STATS.runs_cancelled_before_start += 1
             log.info("run %s was cancelled before it started", self.run.run_id)
+            await self.sink.close()
+        elif reason == "exhausted":
+            log.warning("run %s: out of attempts", self.run.run_id)
+            message = f"the run was taken over {self.run.attempt - 1} times and gave up"
+            self.sink.emit(*error_event(RunAttemptsExhausted(message)))
+            await self.sink.flush()
             await self.sink.close()
 
     async def _execute_started(self) -> None:

@@ -67,6 +67,16 @@ def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
         return None
 
 
+def _schemas_of(graph: Any) -> dict[str, Any]:
+    return {
+        "input_schema": _schema_or_none(graph.get_input_jsonschema),
+        "output_schema": _schema_or_none(graph.get_output_jsonschema),
+        "state_schema": _schema_or_none(graph.get_output_jsonschema),
+        "config_schema": _schema_or_none(graph.get_config_jsonschema),
+        "context_schema": _schema_or_none(graph.get_context_jsonschema),
+    }
+
+
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
         self.graphs = graphs
@@ -191,16 +201,19 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
-        graph = self._graph(request.graph_id)
-        schemas = {
-            "graph_id": request.graph_id,
-            "input_schema": _schema_or_none(graph.get_input_jsonschema),
-            "output_schema": _schema_or_none(graph.get_output_jsonschema),
-            "state_schema": _schema_or_none(graph.get_output_jsonschema),
-            "config_schema": _schema_or_none(graph.get_config_jsonschema),
-            "context_schema": _schema_or_none(graph.get_context_jsonschema),
-        }
+        schemas = {"graph_id": request.graph_id, **_schemas_of(self._graph(request.graph_id))}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
+
+    @translate_errors
+    async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
+        graph = self._graph(request.graph_id)
+        found = {
+            namespace: _schemas_of(subgraph)
+            async for namespace, subgraph in graph.aget_subgraphs(
+                namespace=request.namespace or None, recurse=request.recurse
+            )
+        }
+        return runner_pb2.JsonReply(json=codec.dumps(found))
 
 
 def connect_peers(settings: Settings) -> Peers:

@@ -1,8 +1,7 @@
 """A graph with a subgraph, to check subgraph frames (`mode|namespace`)."""
 
-from typing import TypedDict
-
 from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict  # pydantic builds its JSON schema on 3.11
 
 
 class Notes(TypedDict):

@@ -114,6 +114,16 @@ class GetSchemasRequest(_message.Message):
     graph_id: str
     def __init__(self, graph_id: _Optional[str] = ...) -> None: ...
 
+class GetSubgraphsRequest(_message.Message):
+    __slots__ = ("graph_id", "namespace", "recurse")
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RECURSE_FIELD_NUMBER: _ClassVar[int]
+    graph_id: str
+    namespace: str
+    recurse: bool
+    def __init__(self, graph_id: _Optional[str] = ..., namespace: _Optional[str] = ..., recurse: _Optional[bool] = ...) -> None: ...
+
 class JsonReply(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]

@@ -94,6 +94,11 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.GetSchemasRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.GetSubgraphs = channel.unary_unary(
+                '/waybill.v1.Runner/GetSubgraphs',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.GetSubgraphsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
 
 
 class RunnerServicer:
@@ -181,6 +186,13 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSubgraphs(self, request, context):
+        """The schemas of a graph's subgraphs, by namespace (JSON object).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunnerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -242,6 +254,11 @@ def add_RunnerServicer_to_server(servicer, server):
             'GetSchemas': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSchemas,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.GetSchemasRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'GetSubgraphs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSubgraphs,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.GetSubgraphsRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
     }
@@ -568,6 +585,33 @@ class Runner:
             target,
             '/waybill.v1.Runner/GetSchemas',
             waybill_dot_v1_dot_runner__pb2.GetSchemasRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSubgraphs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/GetSubgraphs',
+            waybill_dot_v1_dot_runner__pb2.GetSubgraphsRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
             options,
             channel_credentials,
