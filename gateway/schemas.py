@@ -15,8 +15,8 @@ STREAM_MODES = (
     "debug",
     "tasks",
     "checkpoints",
+    "events",
 )
-NOT_YET_STREAM_MODES = ("events",)
 
 
 class Envelope(BaseModel):
@@ -128,13 +128,9 @@ class RunCreate(Envelope):
     @classmethod
     def _known_modes(cls, value: str | list[str]) -> str | list[str]:
         for mode in [value] if isinstance(value, str) else value:
-            if mode in NOT_YET_STREAM_MODES:
-                allowed = ", ".join(STREAM_MODES)
-                raise ValueError(f"stream_mode '{mode}' is not supported yet; use one of {allowed}")
             if mode not in STREAM_MODES:
-                raise ValueError(
-                    f"unknown stream_mode '{mode}'; use one of {', '.join(STREAM_MODES)}"
-                )
+                known = ", ".join(STREAM_MODES)
+                raise ValueError(f"unknown stream_mode '{mode}'; use one of {known}")
         return value
 
     @field_validator("after_seconds")

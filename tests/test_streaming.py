@@ -194,3 +194,25 @@ async def test_messages_mode_sends_metadata_partial_and_complete(client: LangGra
     assert [m["type"] for m in completes] == ["AIMessageChunk", "tool", "AIMessageChunk"]
     assert completes[0]["tool_calls"][0]["name"] == "add"
     assert completes[-1]["content"] == "Tool add returned: 4.0"
+
+
+async def test_events_mode_sends_astream_events_beside_other_modes(client: LangGraphClient) -> None:
+    thread = await client.threads.create()
+    parts = await stream_parts(
+        client,
+        thread["thread_id"],
+        "lead_agent",
+        input=says("/tokens 3"),
+        stream_mode=["events", "values"],
+    )
+    events = [p.data for p in parts if p.event == "events"]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "on_chain_start"
+    assert "on_chat_model_stream" in kinds
+    assert kinds[-1] == "on_chain_end"
+    streamed = [
+        e["data"]["chunk"]["content"] for e in events if e["event"] == "on_chat_model_stream"
+    ]
+    assert "".join(streamed) == "t0 t1 t2 "
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][-1]["content"] == "t0 t1 t2 "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,23 +248,9 @@ class RunExecution:
         return graph_input(self.kwargs)
 
     async def _drive_graph(self, graph: Pregel) -> Outcome:
-        subgraphs = bool(self.kwargs.get("stream_subgraphs"))
         try:
-            stream = graph.astream(
-                await self._start_input(graph),
-                run_config(self.run, self.kwargs),
-                context=self.kwargs.get("context") or None,
-                stream_mode=requested_modes(self.kwargs.get("stream_mode")),  # type: ignore[arg-type]
-                subgraphs=subgraphs,
-                interrupt_before=self.kwargs.get("interrupt_before"),
-                interrupt_after=self.kwargs.get("interrupt_after"),
-                durability=self.kwargs.get("durability") or "sync",
-            )
-            encoder = FrameEncoder(self.kwargs.get("stream_mode"))
-            async for chunk in stream:
-                parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
-                namespace, mode, data = parts
-                for name, payload in encoder.encode(mode, namespace, data):
+            async for frames in self._frames(graph):
+                for name, payload in frames:
                     self.sink.emit(name, payload)
         except StaleEpochError:
             raise
@@ -273,6 +260,31 @@ class RunExecution:
             log.info("run %s failed: %s: %s", self.run.run_id, type(error).__name__, error)
             return Outcome(common_pb2.RUN_STATUS_ERROR, error, f"{type(error).__name__}: {error}")
         return Outcome(common_pb2.RUN_STATUS_SUCCESS)
+
+    async def _frames(self, graph: Pregel) -> AsyncIterator[list[tuple[str, bytes]]]:
+        """The run's SSE events, from `astream`, or `astream_events` when `events` is asked."""
+        stream_mode = self.kwargs.get("stream_mode")
+        encoder = FrameEncoder(stream_mode)
+        subgraphs = bool(self.kwargs.get("stream_subgraphs"))
+        options: dict[str, Any] = {
+            "context": self.kwargs.get("context") or None,
+            "stream_mode": requested_modes(stream_mode) or ["values"],
+            "subgraphs": subgraphs,
+            "interrupt_before": self.kwargs.get("interrupt_before"),
+            "interrupt_after": self.kwargs.get("interrupt_after"),
+            "durability": self.kwargs.get("durability") or "sync",
+        }
+        graph_input = await self._start_input(graph)
+        config = run_config(self.run, self.kwargs)
+        if encoder.events:
+            events = graph.astream_events(graph_input, config, version="v2", **options)
+            async for event in events:
+                yield encoder.encode_event(dict(event), subgraphs)
+            return
+        async for chunk in graph.astream(graph_input, config, **options):
+            parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
+            namespace, mode, data = parts
+            yield encoder.encode(mode, namespace, data)
 
     async def _answer_dangling_tool_calls(self, graph: Pregel) -> None:
         """A cut-short tool call would poison the thread for every provider: answer it."""

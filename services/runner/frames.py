@@ -25,13 +25,17 @@ STREAM_MODES = {
 }
 
 
+def requested_names(stream_mode: Any) -> list[str]:
+    return [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ["values"])
+
+
 def requested_modes(stream_mode: Any) -> list[str]:
-    """The astream modes for a run's `stream_mode` (a name or a list; default values)."""
-    names = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ["values"])
+    """The astream modes for a run's `stream_mode` (a name or a list; default values).
+    `events` is not an astream mode: it switches the run to `astream_events`."""
     modes: list[str] = []
-    for name in names:
-        mode = STREAM_MODES[name]
-        if mode not in modes:
+    for name in requested_names(stream_mode):
+        mode = STREAM_MODES.get(name)
+        if mode is not None and mode not in modes:
             modes.append(mode)
     return modes
 
@@ -51,10 +55,23 @@ class FrameEncoder:
     """
 
     def __init__(self, stream_mode: Any) -> None:
-        names = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ["values"])
+        names = requested_names(stream_mode)
         self.tuples = "messages-tuple" in names
         self.accumulated = "messages" in names
+        self.events = "events" in names
+        self.modes = set(requested_modes(stream_mode))
         self._so_far: dict[str, Any] = {}
+
+    def encode_event(self, event: dict[str, Any], subgraphs: bool) -> list[tuple[str, bytes]]:
+        """One `astream_events` event: sent as `events`; the root graph's stream
+        chunks also feed the other requested modes."""
+        frames = [("events", codec.dumps(event))]
+        if event["event"] == "on_chain_stream" and not event.get("parent_ids"):
+            chunk = event["data"]["chunk"]
+            namespace, mode, data = chunk if subgraphs else ((), *chunk)
+            if mode in self.modes:
+                frames.extend(self.encode(mode, namespace, data))
+        return frames
 
     def encode(self, mode: str, namespace: tuple[str, ...], data: Any) -> list[tuple[str, bytes]]:
         if mode != "messages":

@@ -85,7 +85,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         tokens, tool_calls = self._plan(messages)
         message = AIMessage(
-            content="".join(tokens).rstrip(),
+            content="".join(tokens),  # the same text the streamed chunks add up to
             tool_calls=tool_calls,
             usage_metadata=self._usage(messages, tokens),  # type: ignore[arg-type]
         )
