@@ -1,4 +1,4 @@
-"""Medians, ratios, the plain-text table and the JSON document."""
+"""Medians, ratios, the plain-text tables and the JSON documents."""
 
 from __future__ import annotations
 
@@ -95,4 +95,42 @@ def ratios(baseline: SideResult, gateway: SideResult) -> dict[str, dict[str, flo
             for metric in RATIO_METRICS
         }
         for tokens in baseline.runs
+    }
+
+
+@dataclass
+class Latencies:
+    """Durations of one measurement, in seconds, one entry per repetition for each figure."""
+
+    name: str
+    labels: dict[str, str]  # figure -> how the table names it
+    parameters: dict[str, Any] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, figures: dict[str, float]) -> None:
+        for figure, seconds in figures.items():
+            self.samples.setdefault(figure, []).append(seconds)
+
+    def median(self, figure: str) -> float:
+        return statistics.median(self.samples[figure])
+
+
+def latency_table(result: Latencies) -> str:
+    width = 52
+    lines = [f"{'':{width}}{'median':>10}{'min':>10}{'max':>10}"]
+    for figure, label in result.labels.items():
+        samples = result.samples.get(figure)
+        if not samples:
+            continue
+        shown = [result.median(figure), min(samples), max(samples)]
+        cells = "".join(f"{number(seconds * 1000):>10}" for seconds in shown)
+        lines.append(f"  {label:{width - 2}}{cells}")
+    return "\n".join(lines)
+
+
+def latency_document(result: Latencies) -> dict[str, Any]:
+    return {
+        "parameters": result.parameters,
+        "medians": {figure: result.median(figure) for figure in result.samples},
+        "runs": result.samples,
     }

@@ -1,10 +1,13 @@
-"""`make bench`: stream the same `lead_agent` run in-process and through the gateway.
+"""`make bench`: streaming, cancel latency and takeover time of `lead_agent` runs.
 
-(a) `graph.astream(..., stream_mode=["messages"])` in this process, in-memory
-checkpointer; (b) `POST /threads/{tid}/runs/stream` with `messages-tuple` against
-a real embedded stack (five processes, SQLite). The scripted model streams
-`/tokens N` without sleeping, so what is measured is Waybill's own per-event cost.
-Every figure is a median over the repetitions, after warm-up runs.
+streaming: the same run (a) by `graph.astream(..., stream_mode=["messages"])` in
+this process, in-memory checkpointer, and (b) by `POST /threads/{tid}/runs/stream`
+with `messages-tuple` against a real embedded stack (five processes, SQLite). The
+scripted model streams `/tokens N` without sleeping, so what is measured is
+Waybill's own per-event cost.
+cancel: a run inside a slow tool is cancelled; time until it is `interrupted`.
+takeover: the runner executing a run is killed; time until another resumes it.
+Every figure is a median over the repetitions.
 """
 
 from __future__ import annotations
@@ -23,23 +26,63 @@ from typing import Any
 
 import httpx
 
-from bench import in_process, through_gateway
+from bench import cancel, in_process, takeover, through_gateway
 from bench.cpu import CpuProbe, spent_per_run, stack_probe, this_process_probe
-from bench.report import SideResult, cpu_table, ratios, side_document, table
+from bench.report import (
+    Latencies,
+    SideResult,
+    cpu_table,
+    latency_document,
+    latency_table,
+    ratios,
+    side_document,
+    table,
+)
 from bench.timing import RunTiming
 from tests.stacks import running_stack, stack_env
 
 TimeRun = Callable[[int], RunTiming]
 
+MEASUREMENTS = ("streaming", "cancel", "takeover")
+
+
+def measurement_names(text: str) -> list[str]:
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in MEASUREMENTS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(MEASUREMENTS)}")
+    return chosen
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--only",
+        type=measurement_names,
+        default=list(MEASUREMENTS),
+        metavar="NAMES",
+        help=f"comma-separated measurements to run (default: {','.join(MEASUREMENTS)})",
+    )
     parser.add_argument("--tokens", type=int, default=2000, help="tokens of the throughput run")
     parser.add_argument(
         "--small-tokens", type=int, default=10, help="tokens of the short latency run"
     )
     parser.add_argument("--repetitions", type=int, default=5, help="measured runs per size")
-    parser.add_argument("--warmups", type=int, default=1, help="unmeasured runs per size first")
+    parser.add_argument(
+        "--warmups", type=int, default=1, help="unmeasured runs first (per size; per cancel kind)"
+    )
+    parser.add_argument(
+        "--cancel-repetitions", type=int, default=5, help="measured cancels of each kind"
+    )
+    # Every takeover needs a fresh two-runner stack (the killed runner is gone): a few
+    # seconds of start-up each, so fewer of them.
+    parser.add_argument(
+        "--takeover-repetitions", type=int, default=3, help="kills, each on a fresh stack"
+    )
     parser.add_argument(
         "--run-timeout",
         type=float,
@@ -112,34 +155,78 @@ def write_json(path: Path, document: dict[str, Any]) -> None:
     print(f"\nresults written to {path}")
 
 
+def measure_streaming(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = sorted({args.small_tokens, args.tokens})
+    print(
+        f"\n== streaming: median of {args.repetitions} runs after {args.warmups} "
+        f"warm-up(s) per size",
+        flush=True,
+    )
+    baseline = measure_in_process(sizes, args)
+    gateway = measure_gateway(sizes, args)
+    print(f"\n{table(baseline, gateway, sizes)}\n\n{cpu_table([baseline, gateway], max(sizes))}")
+    return {
+        "parameters": parameters(args, sizes),
+        "in_process": side_document(baseline),
+        "gateway": side_document(gateway),
+        "ratios_gateway_over_in_process": ratios(baseline, gateway),
+    }
+
+
+def measure_cancel(args: argparse.Namespace) -> dict[str, Any]:
+    print(
+        f"\n== cancel: a run inside a {cancel.TOOL_SECONDS} s `wait` tool, embedded stack; "
+        f"median of {args.cancel_repetitions} of each kind after {args.warmups} warm-up(s)",
+        flush=True,
+    )
+    result = cancel.measure(args.cancel_repetitions, args.warmups, args.run_timeout)
+    return show(result)
+
+
+def measure_takeover(args: argparse.Namespace) -> dict[str, Any]:
+    print(
+        f"\n== takeover: SIGKILL the executing runner inside a {takeover.TOOL_SECONDS} s "
+        f"`wait` tool; median of {args.takeover_repetitions} kills, one fresh two-runner "
+        f"stack each (embedded SQLite)",
+        flush=True,
+    )
+    result = takeover.measure(args.takeover_repetitions, args.run_timeout)
+    lease = result.parameters
+    print(
+        f"lease {lease['lease_seconds']:g} s, renewed every {lease['renew_every_seconds']:.2f} s "
+        f"(the takeover waits for the dead runner's lease to run out)"
+    )
+    return show(result)
+
+
+def show(result: Latencies) -> dict[str, Any]:
+    print(f"\n{latency_table(result)}")
+    return latency_document(result)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    sizes = sorted({args.small_tokens, args.tokens})
     host = machine()
     print(
-        f"Waybill streaming bench: lead_agent + scripted model; median of "
-        f"{args.repetitions} runs after {args.warmups} warm-up(s) per size\n"
+        f"Waybill bench: lead_agent + scripted model; {', '.join(args.only)}\n"
         f"machine: {host['cores']} cores, Python {host['python']}, {host['platform']}, "
         f"1-min load average at start {host['load_average_1m']}",
         flush=True,
     )
     started = time.perf_counter()
-    baseline = measure_in_process(sizes, args)
-    gateway = measure_gateway(sizes, args)
-    print(f"\n{table(baseline, gateway, sizes)}\n\n{cpu_table([baseline, gateway], max(sizes))}")
-    print(f"\nbench took {time.perf_counter() - started:.1f} s (stack start-up included)")
+    document: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": host,
+    }
+    if "streaming" in args.only:  # top-level keys, as in the JSON of earlier runs
+        document.update(measure_streaming(args))
+    if "cancel" in args.only:
+        document["cancel"] = measure_cancel(args)
+    if "takeover" in args.only:
+        document["takeover"] = measure_takeover(args)
+    print(f"\nbench took {time.perf_counter() - started:.1f} s (stack start-ups included)")
     if args.json:
-        write_json(
-            args.json,
-            {
-                "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "machine": host,
-                "parameters": parameters(args, sizes),
-                "in_process": side_document(baseline),
-                "gateway": side_document(gateway),
-                "ratios_gateway_over_in_process": ratios(baseline, gateway),
-            },
-        )
+        write_json(args.json, document)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 
 Waybill frames carry exactly one `data:` line, so a `data:` line is one event;
 only `messages` payloads are parsed, and only until the first token is seen.
+`frames` hands out every event's name and raw data, for callers that wait for one.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 
 import orjson
 
@@ -43,3 +45,20 @@ def message_has_content(data: str) -> bool:
     """`messages` data is `[message, metadata]`; a token is a non-empty `content`."""
     message, _metadata = orjson.loads(data)
     return bool(message.get("content"))
+
+
+Frame = tuple[str, str]  # (event name, data)
+Frames = Iterator[Frame]
+
+
+def frames(lines: Iterable[str], deadline: float, what: str) -> Frames:
+    """Every event of a stream as (name, data), until it closes or `deadline` passes."""
+    name = ""
+    for line in lines:
+        # Heartbeats keep a stuck run's stream alive forever; give up instead.
+        if time.perf_counter() > deadline:
+            raise BenchError(f"{what} did not end in time")
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            yield name, line[5:].strip()

@@ -35,15 +35,16 @@ async def backend(
 
 async def _open(settings: Settings) -> AsyncIterator[tuple[Any, RunnerStore]]:
     store = RunnerStore(create_engine(settings.checkpoint_sqlalchemy_url()))
-    await store.migrate()
     async with open_checkpointer(settings) as saver:
+        await store.migrate()
         yield saver, store
     await store.engine.dispose()
 
 
-def write_args(thread_id: str, run_id: str) -> tuple[Any, ...]:
+def write_args(thread_id: str, run_id: str, epoch: int = 1) -> tuple[Any, ...]:
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    return config, empty_checkpoint(), {"run_id": run_id, "source": "loop", "step": 0}, {}
+    metadata = {"run_id": run_id, "run_epoch": epoch, "source": "loop", "step": 0}
+    return config, empty_checkpoint(), metadata, {}
 
 
 async def test_the_current_epoch_writes(backend: tuple[Any, RunnerStore]) -> None:
@@ -88,3 +89,28 @@ async def test_an_expired_lease_refuses_without_asking_the_database(
     with pytest.raises(StaleEpochError, match="lost its lease"):
         await FencedCheckpointer(saver, fence, store).aput(*write_args(thread_id, run_id))
     assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is None
+
+
+async def test_the_database_refuses_a_stale_checkpoint_in_the_insert_itself(
+    backend: tuple[Any, RunnerStore],
+) -> None:
+    """Even a write that slipped past the runner's own checks (the plain saver,
+    no FencedCheckpointer) is refused by the fence trigger in its transaction."""
+    saver, store = backend
+    run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
+    await store.advance_fence(run_id, 2)
+    with pytest.raises(Exception, match="stale epoch"):
+        await saver.aput(*write_args(thread_id, run_id, epoch=1))
+    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is None
+    await saver.aput(*write_args(thread_id, run_id, epoch=2))
+    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is not None
+
+
+async def test_checkpoints_without_a_run_epoch_are_not_fenced(
+    backend: tuple[Any, RunnerStore],
+) -> None:
+    saver, _store = backend
+    thread_id = str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    await saver.aput(config, empty_checkpoint(), {"source": "update", "step": 1}, {})
+    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is not None

@@ -153,3 +153,18 @@ async def test_get_and_delete_run(client: LangGraphClient, http: httpx.AsyncClie
     assert gone.status_code == 404
     unknown = await http.get(f"/threads/{thread['thread_id']}/runs/{uuid.uuid4()}/stream")
     assert unknown.status_code == 404
+
+
+async def test_the_server_sets_the_run_identity_a_client_cannot_forge(
+    client: LangGraphClient,
+) -> None:
+    thread = await client.threads.create()
+    forged = {"configurable": {"run_id": "forged", "thread_id": "elsewhere", "graph_id": "x"}}
+    run = await client.runs.create(
+        thread["thread_id"], "lead_agent", input=says("me"), config=forged
+    )
+    await poll_until_done(client, thread["thread_id"], run["run_id"])
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["metadata"]["run_id"] == run["run_id"]
+    assert state["metadata"]["graph_id"] == "lead_agent"
+    assert state["checkpoint"]["thread_id"] == thread["thread_id"]

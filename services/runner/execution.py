@@ -76,7 +76,12 @@ def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
     if kwargs.get("checkpoint_id"):
         configurable["checkpoint_id"] = kwargs["checkpoint_id"]
     config["configurable"] = configurable
-    config["metadata"] = {**config.get("metadata", {}), "run_id": run.run_id}
+    # Stamped on every checkpoint: the database refuses one whose epoch is stale.
+    config["metadata"] = {
+        **config.get("metadata", {}),
+        "run_id": run.run_id,
+        "run_epoch": run.epoch,
+    }
     return config  # type: ignore[return-value]
 
 

@@ -25,6 +25,8 @@ from langgraph.checkpoint.base import (
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
 
+STALE_EPOCH_MARK = "waybill: stale epoch"  # raised by the fence trigger (migration 0002)
+
 
 class StaleEpochError(RuntimeError):
     """This runner no longer holds the run: it must write nothing more."""
@@ -91,7 +93,16 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         await self._check()
-        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        try:
+            return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        except Exception as error:
+            if STALE_EPOCH_MARK not in str(error):
+                raise
+            # The database's fence trigger refused it inside the insert itself.
+            self.fence.lose()
+            STATS.stale_writes_refused += 1
+            STATS.stale_checkpoint_writes_refused += 1
+            raise StaleEpochError(f"run {self.fence.run_id}: {error}") from error
 
     async def aput_writes(
         self,

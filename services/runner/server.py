@@ -230,8 +230,8 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
     store = RunnerStore(create_engine(settings.checkpoint_sqlalchemy_url()))
-    await store.migrate()
     async with open_checkpointer(settings) as checkpointer, open_store(settings) as long_term:
+        await store.migrate()  # after the checkpointer made its tables: the fence guards them
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         worker = Worker(
