@@ -66,10 +66,14 @@ async def test_a_superseded_epoch_is_refused(backend: tuple[Any, RunnerStore]) -
     assert await store.fence_epoch(run_id) == 2
 
     refused_before = STATS.stale_checkpoint_writes_refused
-    with pytest.raises(StaleEpochError, match="fenced off by 2"):
+    # A checkpoint is refused by the database's trigger, in the insert itself;
+    # pending writes (no epoch on the row) by the fence row read before them.
+    with pytest.raises(StaleEpochError, match="stale epoch"):
         await old.aput(*write_args(thread_id, run_id))
-    with pytest.raises(StaleEpochError):
-        await old.aput_writes(
+    assert old.fence.lost  # once refused, that runner writes nothing more at all
+    other_old = FencedCheckpointer(saver, RunFence(run_id, 1, lease_seconds=30), store)
+    with pytest.raises(StaleEpochError, match="fenced off by 2"):
+        await other_old.aput_writes(
             {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": "x"}},
             [("a", 1)],
             "task",

@@ -132,13 +132,17 @@ class RunnerPool:
             runner = max(self.runners.values(), key=lambda r: r.free_slots, default=None)
             if runner is None or runner.free_slots <= 0:
                 return
-            run = await self.store.claim_next(runner.runner_id, self.lease_seconds)
-            if run is None:
+            claimed = await self.store.claim_next(
+                runner.runner_id, self.lease_seconds, self.max_attempts
+            )
+            if claimed is None:
                 return
+            run, start_now = claimed
             for other in self.runners.values():
                 other.active.discard(run.run_id)  # a takeover: it is no longer theirs
             runner.active.add(run.run_id)
-            runner.outbox.put_nowait(admission_pb2.WorkAssignment(run=run.to_proto()))
+            assignment = admission_pb2.WorkAssignment(run=run.to_proto(), start_now=start_now)
+            runner.outbox.put_nowait(assignment)
             if run.cancel_action:
                 order = admission_pb2.CancelOrder(run_id=run.run_id, action=run.cancel_action)
                 runner.outbox.put_nowait(admission_pb2.WorkAssignment(cancel=order))

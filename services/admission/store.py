@@ -274,8 +274,17 @@ class AdmissionStore:
             query = query.with_for_update(skip_locked=True, of=runs)
         return query
 
-    async def claim_next(self, runner_id: str, lease_seconds: float) -> RunRecord | None:
-        """Lease the next claimable run to `runner_id` with a new epoch and attempt."""
+    async def claim_next(
+        self, runner_id: str, lease_seconds: float, max_attempts: int
+    ) -> tuple[RunRecord, bool] | None:
+        """Lease the next claimable run to `runner_id` with a new epoch and attempt.
+
+        The start barrier is passed here, in the same conditional write, when the
+        run may simply start (status `running` in the record returned). A run
+        cancelled before it started, or out of attempts, stays as it was: the
+        runner's `BeginRun` finalizes it without building anything.
+        Returns (the claimed run, whether it starts now).
+        """
         while True:
             now = codec.now_utc()
             async with self.engine.begin() as conn:
@@ -283,21 +292,32 @@ class AdmissionStore:
                 if run_id is None:
                     return None
                 row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
+                starts_now = row.attempt + 1 <= max_attempts and (
+                    row.status == "running" or row.cancel_action is None
+                )
                 claimed = (
                     await conn.execute(
                         update(runs)
                         .where(runs.c.run_id == run_id, runs.c.epoch == row.epoch)
                         .values(
+                            status="running" if starts_now else row.status,
                             epoch=runs.c.epoch + 1,
                             attempt=runs.c.attempt + 1,
                             lease_owner=runner_id,
                             lease_expires_at=now + timedelta(seconds=lease_seconds),
+                            updated_at=now,
                         )
                         .returning(*runs.c)
                     )
                 ).first()
+                if claimed is not None and starts_now:
+                    await conn.execute(
+                        update(threads)
+                        .where(threads.c.thread_id == row.thread_id)
+                        .values(status="busy", updated_at=now)
+                    )
             if claimed is not None:
-                return _run(claimed)
+                return _run(claimed), starts_now
 
     async def begin_run(self, run_id: str, epoch: int, max_attempts: int) -> tuple[bool, str]:
         """The start barrier. (started, reason): reason is "stale", "cancelled" or

@@ -121,7 +121,7 @@ class Worker:
         async for assignment in call:
             kind = assignment.WhichOneof("kind")
             if kind == "run":
-                self._start(assignment.run)
+                self._start(assignment.run, assignment.start_now)
             elif kind == "cancel":
                 execution = self.executions.get(assignment.cancel.run_id)
                 if execution is not None:
@@ -129,12 +129,12 @@ class Worker:
             elif kind == "lease":
                 self._apply_grant(assignment.lease)
 
-    def _start(self, run: common_pb2.Run) -> None:
+    def _start(self, run: common_pb2.Run, start_now: bool) -> None:
         previous = self.executions.get(run.run_id)
         if previous is not None:
             previous.lease_lost()  # we were given it again with a new epoch
         execution = RunExecution(
-            run, self.runner_id, self.graphs, self.peers, self.store, self.limits
+            run, self.runner_id, self.graphs, self.peers, self.store, self.limits, start_now
         )
         self.executions[run.run_id] = execution
         task = asyncio.create_task(self._execute(execution), name=run.run_id)

@@ -210,14 +210,16 @@ class RunFinished(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ...) -> None: ...
 
 class WorkAssignment(_message.Message):
-    __slots__ = ("run", "cancel", "lease")
+    __slots__ = ("run", "cancel", "lease", "start_now")
     RUN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    START_NOW_FIELD_NUMBER: _ClassVar[int]
     run: _common_pb2.Run
     cancel: CancelOrder
     lease: LeaseGrant
-    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., cancel: _Optional[_Union[CancelOrder, _Mapping]] = ..., lease: _Optional[_Union[LeaseGrant, _Mapping]] = ...) -> None: ...
+    start_now: bool
+    def __init__(self, run: _Optional[_Union[_common_pb2.Run, _Mapping]] = ..., cancel: _Optional[_Union[CancelOrder, _Mapping]] = ..., lease: _Optional[_Union[LeaseGrant, _Mapping]] = ..., start_now: _Optional[bool] = ...) -> None: ...
 
 class CancelOrder(_message.Message):
     __slots__ = ("run_id", "action")
