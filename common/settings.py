@@ -58,6 +58,7 @@ class Settings(BaseSettings):
     max_attempts: int = 3  # takeovers after lost leases, then the run ends `error`
     run_timeout_seconds: float = 3600.0  # a run still going after this ends `timeout`
     reconnect_seconds: float = 0.5  # runner -> admission work stream retry delay
+    rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
     journal_batch_max: int = 512

@@ -23,6 +23,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
         app.state.peers = Peers.connect(settings)
+        app.state.background = set()  # clean-ups that outlive their request
         yield
         await app.state.peers.close()
 

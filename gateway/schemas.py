@@ -117,6 +117,8 @@ class RunCreate(Envelope):
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     if_not_exists: Literal["create", "reject"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
+    # Stateless runs (/runs/...): drop the temporary thread when done, or keep it.
+    on_completion: Literal["delete", "keep"] = "delete"
     after_seconds: float | None = None
     webhook: str | None = None
     feedback_keys: list[str] | None = None

@@ -125,10 +125,11 @@ class TwoRunners:
 
 @contextmanager
 def two_runner_stack(
-    data_dir: Path, database_url: str | None = None, **extra: str
+    data_dir: Path, database_url: str | None = None, lease_seconds: float = 2.0, **extra: str
 ) -> Iterator[TwoRunners]:
-    """Short (1 s) leases, so that takeovers in tests are quick."""
-    env = stack_env(data_dir, database_url, WAYBILL_LEASE_SECONDS="1", **extra)
+    """Short leases, so that takeovers in tests are quick; 2 s by default so that a
+    busy machine does not make a healthy runner miss its renewals."""
+    env = stack_env(data_dir, database_url, WAYBILL_LEASE_SECONDS=str(lease_seconds), **extra)
     second = f"127.0.0.1:{free_port()}"
     # The gateway reads graph state from whichever runner is alive.
     env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"

@@ -18,12 +18,12 @@ def says(text: str) -> dict[str, Any]:
 
 
 async def poll_until_done(client: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:
-    for _ in range(300):
+    for _ in range(600):
         run = await client.runs.get(thread_id, run_id)
         if run["status"] not in ("pending", "running"):
             return run
         await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} did not finish")
+    raise AssertionError(f"run {run_id} did not finish in 30 s: {run}")
 
 
 async def test_create_then_poll_ends_success_and_state_holds_conversation(

@@ -25,7 +25,7 @@ SLOW_TOOL = '/tool wait {"seconds": 2}'
 
 @pytest.fixture
 def two_runners(tmp_path: Path) -> Iterator[TwoRunners]:
-    """Every service on Postgres with 1-second leases, and a second runner."""
+    """Every service on Postgres with short leases, and a second runner."""
     with fresh_postgres_database() as url, two_runner_stack(tmp_path, url) as running:
         yield running
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 from uuid import UUID
 
 import grpc
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from common import codec
 from gateway.peers import Peers, call
-from gateway.routes.threads import peers_of
+from gateway.routes.threads import peers_of, remove_thread
 from gateway.schemas import RunCreate
 from gateway.streams import resume_point, sse_frames, sse_response, wait_for_end
 from waybill.v1 import admission_pb2, common_pb2, runner_pb2
@@ -203,3 +204,58 @@ async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> JSONRespo
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
     return JSONResponse(await final_values(peers, run))
+
+
+# ---- stateless runs: a temporary thread per run ---------------------------------
+
+
+async def start_stateless_run(peers: Peers, body: RunCreate) -> common_pb2.Run:
+    stateless = body.model_copy(update={"if_not_exists": "create"})
+    return await start_run(peers, str(uuid.uuid4()), stateless)
+
+
+async def delete_when_done(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
+    if body.on_completion == "delete":
+        await wait_for_end(peers.journal, run.run_id)
+        with contextlib.suppress(HTTPException):  # already gone is fine
+            await remove_thread(peers, run.thread_id)
+
+
+@router.post("/runs/stream")
+async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
+    peers = peers_of(request)
+    run = await start_stateless_run(peers, body)
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            async for frame in sse_frames(peers.journal, run.run_id):
+                yield frame
+        finally:
+            cleanup = asyncio.create_task(delete_when_done(peers, run, body))
+            request.app.state.background.add(cleanup)
+            cleanup.add_done_callback(request.app.state.background.discard)
+
+    return sse_response(
+        frames(),
+        run_headers(run.thread_id, run.run_id),
+        request.app.state.settings.sse_heartbeat_seconds,
+    )
+
+
+@router.post("/runs/wait")
+async def wait_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
+    peers = peers_of(request)
+    run = await start_stateless_run(peers, body)
+    result = await final_values(peers, run)
+    await delete_when_done(peers, run, body)
+    return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
+
+
+@router.post("/runs")
+async def create_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
+    peers = peers_of(request)
+    run = await start_stateless_run(peers, body)
+    cleanup = asyncio.create_task(delete_when_done(peers, run, body))
+    request.app.state.background.add(cleanup)
+    cleanup.add_done_callback(request.app.state.background.discard)
+    return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))

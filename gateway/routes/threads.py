@@ -80,12 +80,16 @@ async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> 
 
 @router.delete("/threads/{thread_id}", status_code=204)
 async def delete_thread(thread_id: UUID, request: Request) -> Response:
-    await call(
-        peers_of(request).admission.DeleteThread(
-            admission_pb2.DeleteThreadRequest(thread_id=str(thread_id))
-        )
-    )
+    await remove_thread(peers_of(request), str(thread_id))
     return Response(status_code=204)
+
+
+async def remove_thread(peers: Peers, thread_id: str) -> None:
+    """The thread record first (refused while a run is active), then its state."""
+    await call(peers.admission.DeleteThread(admission_pb2.DeleteThreadRequest(thread_id=thread_id)))
+    await call(
+        peers.runner.DeleteThreadState(runner_pb2.DeleteThreadStateRequest(thread_id=thread_id))
+    )
 
 
 async def _graph_of(peers: Peers, thread_id: UUID) -> str:

@@ -139,11 +139,13 @@ class AdmissionStore:
         return record
 
     async def delete_thread(self, thread_id: str) -> None:
-        async with self.engine.begin() as conn:
-            result = await conn.execute(delete(threads).where(threads.c.thread_id == thread_id))
-            if result.rowcount == 0:
+        async with self._thread_locks[thread_id], self.engine.begin() as conn:
+            if await self._get_thread(conn, thread_id, lock=True) is None:
                 raise not_found(f"Thread {thread_id} not found.")
+            if await self._has_active_run(conn, thread_id):
+                raise busy(f"Thread {thread_id} has an active run; cancel it before deleting.")
             await conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
+            await conn.execute(delete(threads).where(threads.c.thread_id == thread_id))
 
     async def search_threads(
         self, metadata: dict[str, Any], status: str, limit: int, offset: int

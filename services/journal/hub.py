@@ -43,7 +43,7 @@ class JournalHub:
         self.batch_max = batch_max
         self.evict_after = evict_after
         self.logs: dict[str, RunLog] = {}
-        self._loading: dict[str, asyncio.Future[RunLog]] = {}
+        self._loading: dict[str, asyncio.Task[RunLog]] = {}
         self._pending: asyncio.Queue[StoredEvent] = asyncio.Queue()
         self._durable = asyncio.Condition()
         self._writer: asyncio.Task[None] | None = None
@@ -60,34 +60,37 @@ class JournalHub:
     # ---- opening a run's log ---------------------------------------------------
 
     async def open(self, run_id: str) -> RunLog:
-        """The in-memory log of a run, loaded from SQL the first time it is needed."""
+        """The in-memory log of a run, loaded from SQL the first time it is needed.
+
+        The load runs as its own task: if the caller that started it goes away
+        (a client that disconnects at once), the others waiting still get it.
+        """
         existing = self.logs.get(run_id)
         if existing is not None:
             return existing
         loading = self._loading.get(run_id)
         if loading is None:
-            loading = asyncio.get_running_loop().create_future()
+            loading = asyncio.create_task(self._load(run_id), name=f"load-{run_id}")
             self._loading[run_id] = loading
-            try:
-                stored = await self.store.load(run_id)
-                run_log = RunLog(run_id)
-                if stored is not None:
-                    run_log.epoch = stored.epoch
-                    run_log.events = stored.events
-                    run_log.closed = stored.closed
-                    run_log.head_stored = True
-                    run_log.durable_seq = len(stored.events) - 1
-                self.logs[run_id] = run_log
-                loading.set_result(run_log)
-            except BaseException as error:
-                loading.set_exception(error)
-                raise
-            finally:
-                del self._loading[run_id]
-            if run_log.closed:
-                self._evict_later(run_log)
+            loading.add_done_callback(lambda _task: self._loading.pop(run_id, None))
+        return await asyncio.shield(loading)
+
+    async def _load(self, run_id: str) -> RunLog:
+        stored = await self.store.load(run_id)
+        run_log = self.logs.get(run_id)
+        if run_log is not None:  # created while we were reading
             return run_log
-        return await loading
+        run_log = RunLog(run_id)
+        if stored is not None:
+            run_log.epoch = stored.epoch
+            run_log.events = stored.events
+            run_log.closed = stored.closed
+            run_log.head_stored = True
+            run_log.durable_seq = len(stored.events) - 1
+        self.logs[run_id] = run_log
+        if run_log.closed:
+            self._evict_later(run_log)
+        return run_log
 
     # ---- writing ---------------------------------------------------------------
 

@@ -49,6 +49,9 @@ class Peers:
     admission: admission_pb2_grpc.AdmissionStub
     journal: journal_pb2_grpc.JournalStub
     delivery: delivery_pb2_grpc.DeliveryStub
+    # Every call a run makes has a deadline: a peer that hangs fails the call
+    # (and the run's attempt) instead of holding the run forever.
+    rpc_timeout: float = 30.0
 
 
 @dataclass
@@ -140,7 +143,7 @@ class RunExecution:
         self.limits = limits
         self.kwargs: dict[str, Any] = codec.loads(run.kwargs_json, {})
         self.fence = RunFence(run.run_id, run.epoch, limits.lease_seconds)
-        self.sink = JournalSink(peers.journal, run.run_id, run.epoch, self.fence)
+        self.sink = JournalSink(peers.journal, run.run_id, run.epoch, self.fence, peers.rpc_timeout)
         self.cancel_action: str | None = None
         self.handed_back = False
         self._graph_task: asyncio.Task[Outcome] | None = None
@@ -172,7 +175,8 @@ class RunExecution:
         if not self.start_now:
             # Admission did not start it at the claim: ask the barrier what to do.
             begin = await self.peers.admission.BeginRun(
-                admission_pb2.BeginRunRequest(run_id=self.run.run_id, epoch=self.run.epoch)
+                admission_pb2.BeginRunRequest(run_id=self.run.run_id, epoch=self.run.epoch),
+                timeout=self.peers.rpc_timeout,
             )
             if not begin.started:
                 await self._not_started(begin.reason)
@@ -340,7 +344,8 @@ class RunExecution:
                     error=type(error).__name__ if error else "",
                     message=str(error) if error else "",
                 ),
-            )
+            ),
+            timeout=self.peers.rpc_timeout,
         )
 
     async def _report(self, outcome: Outcome, snapshot: StateSnapshot, rolled_back: bool) -> bool:
@@ -363,7 +368,8 @@ class RunExecution:
                 interrupts_json=codec.dumps(interrupts),
                 thread_status=thread_status,
                 rolled_back=rolled_back,
-            )
+            ),
+            timeout=self.peers.rpc_timeout,
         )
         if not reply.accepted:
             STATS.stale_writes_refused += 1

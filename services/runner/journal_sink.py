@@ -11,9 +11,15 @@ from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 class JournalSink:
     def __init__(
-        self, journal: journal_pb2_grpc.JournalStub, run_id: str, epoch: int, fence: RunFence
+        self,
+        journal: journal_pb2_grpc.JournalStub,
+        run_id: str,
+        epoch: int,
+        fence: RunFence,
+        timeout: float = 30.0,
     ) -> None:
         self.journal = journal
+        self.timeout = timeout
         self.run_id = run_id
         self.epoch = epoch
         self.fence = fence
@@ -32,7 +38,8 @@ class JournalSink:
             batch, self._buffer = self._buffer, []
             self.fence.check("journal append")
             await self.journal.Append(
-                journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch, events=batch)
+                journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch, events=batch),
+                timeout=self.timeout,
             )
 
     async def drain(self) -> None:
@@ -48,8 +55,10 @@ class JournalSink:
     async def flush(self) -> None:
         """Drain, then wait until the journal has stored everything durably."""
         await self.drain()
-        await self.journal.Flush(journal_pb2.FlushRequest(run_id=self.run_id))
+        await self.journal.Flush(journal_pb2.FlushRequest(run_id=self.run_id), timeout=self.timeout)
 
     async def close(self) -> None:
         self.fence.check("journal close")
-        await self.journal.Close(journal_pb2.CloseRequest(run_id=self.run_id, epoch=self.epoch))
+        await self.journal.Close(
+            journal_pb2.CloseRequest(run_id=self.run_id, epoch=self.epoch), timeout=self.timeout
+        )

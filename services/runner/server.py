@@ -123,6 +123,11 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         )
 
     @translate_errors
+    async def DeleteThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        await self.graphs.checkpointer.adelete_thread(request.thread_id)
+        return runner_pb2.JsonReply(json=b"{}")
+
+    @translate_errors
     async def CopyThreadState(self, request, context):  # type: ignore[no-untyped-def]
         copied = await self.store.copy_thread_checkpoints(
             request.source_thread_id, request.target_thread_id
@@ -223,6 +228,7 @@ def connect_peers(settings: Settings) -> Peers:
         ),
         journal=journal_pb2_grpc.JournalStub(grpc.aio.insecure_channel(settings.journal_addr)),
         delivery=delivery_pb2_grpc.DeliveryStub(grpc.aio.insecure_channel(settings.delivery_addr)),
+        rpc_timeout=settings.rpc_timeout_seconds,
     )
 
 

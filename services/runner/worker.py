@@ -162,7 +162,8 @@ class Worker:
                     epoch=execution.run.epoch,
                     status=common_pb2.RUN_STATUS_ERROR,
                     stop_reason=f"runner failure: {type(error).__name__}: {error}",
-                )
+                ),
+                timeout=self.peers.rpc_timeout,
             )
             await execution.sink.close()
         except Exception:

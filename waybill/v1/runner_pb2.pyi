@@ -32,6 +32,12 @@ class UpdateThreadStateRequest(_message.Message):
     checkpoint_id: str
     def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., as_node: _Optional[str] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
 
+class DeleteThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
 class CopyThreadStateRequest(_message.Message):
     __slots__ = ("source_thread_id", "target_thread_id")
     SOURCE_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
