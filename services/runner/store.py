@@ -95,44 +95,21 @@ class RunnerStore:
 
 
 # LangGraph's checkpoint tables, by backend: every column but thread_id.
+CHECKPOINT_COLUMNS = (
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "type",
+    "checkpoint",
+    "metadata",
+)
+WRITE_COLUMNS = ("checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type")
 SQLITE_CHECKPOINT_TABLES = {
-    "checkpoints": (
-        "checkpoint_ns",
-        "checkpoint_id",
-        "parent_checkpoint_id",
-        "type",
-        "checkpoint",
-        "metadata",
-    ),
-    "writes": (
-        "checkpoint_ns",
-        "checkpoint_id",
-        "task_id",
-        "task_path",
-        "idx",
-        "channel",
-        "type",
-        "value",
-    ),
+    "checkpoints": CHECKPOINT_COLUMNS,
+    "writes": (*WRITE_COLUMNS, "value"),
 }
 POSTGRES_CHECKPOINT_TABLES = {
-    "checkpoints": (
-        "checkpoint_ns",
-        "checkpoint_id",
-        "parent_checkpoint_id",
-        "type",
-        "checkpoint",
-        "metadata",
-    ),
+    "checkpoints": CHECKPOINT_COLUMNS,
     "checkpoint_blobs": ("checkpoint_ns", "channel", "version", "type", "blob"),
-    "checkpoint_writes": (
-        "checkpoint_ns",
-        "checkpoint_id",
-        "task_id",
-        "task_path",
-        "idx",
-        "channel",
-        "type",
-        "blob",
-    ),
+    "checkpoint_writes": (*WRITE_COLUMNS, "blob"),
 }
