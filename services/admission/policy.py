@@ -12,8 +12,6 @@ from services.admission.assistants import AssistantCatalog
 from services.admission.records import RunRecord
 from waybill.v1 import admission_pb2, common_pb2
 
-SUPPORTED_STRATEGIES = ("reject", "enqueue")
-
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
     context = kwargs.get("context") or {}
@@ -39,13 +37,8 @@ def build_run(
     if not codec.is_uuid(request.thread_id):
         raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
     strategy = codec.MULTITASK_NAMES.get(
-        request.multitask_strategy or common_pb2.MULTITASK_STRATEGY_ENQUEUE
+        request.multitask_strategy or common_pb2.MULTITASK_STRATEGY_ENQUEUE, "enqueue"
     )
-    if strategy not in SUPPORTED_STRATEGIES:
-        raise refused(
-            f"multitask_strategy '{strategy}' is not supported yet; "
-            f"use one of: {', '.join(SUPPORTED_STRATEGIES)}."
-        )
     kwargs = codec.loads(request.kwargs_json, {})
     metadata = codec.loads(request.metadata_json, {})
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -77,6 +77,8 @@ class RunRecord:
     lease_expires_at: datetime | None = None
     stop_reason: str = ""
     cancel_action: str | None = None
+    # Runs this one's admission cancelled (interrupt/rollback): (run_id, action).
+    displaced: list[tuple[str, str]] = field(default_factory=list)
 
     def to_proto(self) -> common_pb2.Run:
         return common_pb2.Run(

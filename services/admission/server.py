@@ -87,6 +87,8 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
         run = build_run(request, self.assistants, self.allowed_models)
         await self.store.admit_run(run, request.if_not_exists or "reject")
+        for run_id, action in run.displaced:  # interrupt / rollback strategies
+            self.pool.send_cancel(run_id, action)
         self.pool.wake()
         return run.to_proto()
 

@@ -31,6 +31,7 @@ from common.errors import busy, conflict, not_found
 from common.sql import migrate
 from services.admission.records import (
     ACTIVE_STATUSES,
+    CANCEL_ACTIONS,
     THREAD_STATUS_AFTER_RUN,
     RunRecord,
     ThreadRecord,
@@ -203,9 +204,38 @@ class AdmissionStore:
                     f"Thread {run.thread_id} already has an active run; "
                     "use multitask_strategy='enqueue' to queue behind it."
                 )
+            displaced: list[tuple[str, str]] = []
+            if run.multitask_strategy in CANCEL_ACTIONS:
+                displaced = await self._cancel_active_runs(
+                    conn, run.thread_id, run.multitask_strategy
+                )
             await conn.execute(insert(runs).values(**_run_values(run)))
             await notify(conn, wake_payload())
+        run.displaced = displaced
         return run
+
+    async def _cancel_active_runs(
+        self, conn: AsyncConnection, thread_id: str, action: str
+    ) -> list[tuple[str, str]]:
+        """`interrupt`/`rollback` strategies: cancel the thread's active runs (the first
+        action wins, as with a direct cancel). Returns (run_id, action) to deliver."""
+        active = (
+            await conn.execute(
+                select(runs.c.run_id, runs.c.cancel_action, runs.c.lease_owner).where(
+                    runs.c.thread_id == thread_id, runs.c.status.in_(ACTIVE_STATUSES)
+                )
+            )
+        ).all()
+        orders = []
+        for row in active:
+            stored = row.cancel_action or action
+            values: dict[str, Any] = {"cancel_action": stored}
+            if row.lease_owner is None:
+                values["lease_expires_at"] = None  # unclaimed: claimable now, to finalize
+            await conn.execute(update(runs).where(runs.c.run_id == row.run_id).values(**values))
+            await notify(conn, cancel_payload(row.run_id, stored))
+            orders.append((row.run_id, stored))
+        return orders
 
     async def _has_active_run(self, conn: AsyncConnection, thread_id: str) -> bool:
         query = select(
