@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Literal
 from uuid import UUID
 
@@ -79,6 +79,10 @@ async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Resp
     frames = sse_frames(peers.journal, run.run_id)
     if body.on_disconnect == "cancel":
         frames = cancel_on_disconnect(peers, run, frames)
+    return run_stream(request, run, frames)
+
+
+def run_stream(request: Request, run: common_pb2.Run, frames: AsyncIterator[bytes]) -> Response:
     return sse_response(
         frames,
         run_headers(run.thread_id, run.run_id),
@@ -170,11 +174,7 @@ async def join_stream(
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
     from_seq, live_only = resume_point(last_event_id)
-    return sse_response(
-        sse_frames(peers.journal, run.run_id, from_seq, live_only),
-        run_headers(run.thread_id, run.run_id),
-        request.app.state.settings.sse_heartbeat_seconds,
-    )
+    return run_stream(request, run, sse_frames(peers.journal, run.run_id, from_seq, live_only))
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")
@@ -214,40 +214,40 @@ async def start_stateless_run(peers: Peers, body: RunCreate) -> common_pb2.Run:
     return await start_run(peers, str(uuid.uuid4()), stateless)
 
 
-async def delete_when_done(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
+async def drop_temporary_thread(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
     if body.on_completion == "delete":
-        await wait_for_end(peers.journal, run.run_id)
         with contextlib.suppress(HTTPException):  # already gone is fine
             await remove_thread(peers, run.thread_id)
+
+
+async def drop_after_end(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
+    if body.on_completion != "delete":
+        return
+    await wait_for_end(peers.journal, run.run_id)
+    await drop_temporary_thread(peers, run, body)
+
+
+def in_background(request: Request, work: Coroutine[Any, Any, None]) -> None:
+    """Work that outlives the request; the app keeps a reference until it is done."""
+    task = asyncio.create_task(work)
+    request.app.state.background.add(task)
+    task.add_done_callback(request.app.state.background.discard)
 
 
 @router.post("/runs/stream")
 async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body)
-
-    async def frames() -> AsyncIterator[bytes]:
-        try:
-            async for frame in sse_frames(peers.journal, run.run_id):
-                yield frame
-        finally:
-            cleanup = asyncio.create_task(delete_when_done(peers, run, body))
-            request.app.state.background.add(cleanup)
-            cleanup.add_done_callback(request.app.state.background.discard)
-
-    return sse_response(
-        frames(),
-        run_headers(run.thread_id, run.run_id),
-        request.app.state.settings.sse_heartbeat_seconds,
-    )
+    in_background(request, drop_after_end(peers, run, body))
+    return run_stream(request, run, sse_frames(peers.journal, run.run_id))
 
 
 @router.post("/runs/wait")
 async def wait_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body)
-    result = await final_values(peers, run)
-    await delete_when_done(peers, run, body)
+    result = await final_values(peers, run)  # the run has ended
+    await drop_temporary_thread(peers, run, body)
     return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
 
 
@@ -255,7 +255,5 @@ async def wait_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
 async def create_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body)
-    cleanup = asyncio.create_task(delete_when_done(peers, run, body))
-    request.app.state.background.add(cleanup)
-    cleanup.add_done_callback(request.app.state.background.discard)
+    in_background(request, drop_after_end(peers, run, body))
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))

@@ -18,7 +18,7 @@ from common.sql import create_engine
 from services.admission.assistants import AssistantCatalog
 from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.policy import build_run
-from services.admission.records import CANCEL_ACTIONS
+from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES
 from services.admission.store import AdmissionStore, RunEnd
 from services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc
@@ -182,8 +182,8 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
-        if status not in ("success", "error", "timeout", "interrupted"):
-            raise invalid("status must be terminal.")
+        if status not in TERMINAL_STATUSES:
+            raise invalid(f"status must be terminal: one of {', '.join(TERMINAL_STATUSES)}.")
         report = RunEnd(
             run_id=request.run_id,
             epoch=request.epoch,

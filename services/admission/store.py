@@ -221,21 +221,29 @@ class AdmissionStore:
         action wins, as with a direct cancel). Returns (run_id, action) to deliver."""
         active = (
             await conn.execute(
-                select(runs.c.run_id, runs.c.cancel_action, runs.c.lease_owner).where(
+                select(runs).where(
                     runs.c.thread_id == thread_id, runs.c.status.in_(ACTIVE_STATUSES)
                 )
             )
         ).all()
-        orders = []
-        for row in active:
-            stored = row.cancel_action or action
-            values: dict[str, Any] = {"cancel_action": stored}
-            if row.lease_owner is None:
-                values["lease_expires_at"] = None  # unclaimed: claimable now, to finalize
-            await conn.execute(update(runs).where(runs.c.run_id == row.run_id).values(**values))
-            await notify(conn, cancel_payload(row.run_id, stored))
-            orders.append((row.run_id, stored))
-        return orders
+        return [(row.run_id, await self._mark_cancelled(conn, row, action)) for row in active]
+
+    async def _mark_cancelled(self, conn: AsyncConnection, row: Row[Any], action: str) -> str:
+        """Store a cancel request (the first action wins) and announce it to every
+        admission replica. Returns the action that stands."""
+        values: dict[str, Any] = {"cancel_action": func.coalesce(runs.c.cancel_action, action)}
+        if row.lease_owner is None:
+            values["lease_expires_at"] = None  # nobody holds it: claimable now, to finalize
+        stored = (
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == row.run_id)
+                .values(**values)
+                .returning(runs.c.cancel_action)
+            )
+        ).scalar_one()
+        await notify(conn, cancel_payload(row.run_id, stored))
+        return str(stored)
 
     async def _has_active_run(self, conn: AsyncConnection, thread_id: str) -> bool:
         query = select(
@@ -388,19 +396,9 @@ class AdmissionStore:
             ).first()
             if row is None or row.status not in ACTIVE_STATUSES:
                 raise not_found(f"Run {run_id} not found or not active on thread {thread_id}.")
-            await conn.execute(
-                update(runs)
-                .where(runs.c.run_id == run_id, runs.c.cancel_action.is_(None))
-                .values(cancel_action=action)
-            )
-            if row.status == "pending" and row.lease_owner is None:
-                # Nobody holds it: make it claimable now so a runner finalizes it.
-                await conn.execute(
-                    update(runs).where(runs.c.run_id == run_id).values(lease_expires_at=None)
-                )
-            refreshed = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
-            await notify(conn, cancel_payload(run_id, refreshed.cancel_action))
-        return _run(refreshed)
+            record = _run(row)
+            record.cancel_action = await self._mark_cancelled(conn, row, action)
+        return record
 
     async def renew_leases(
         self, runner_id: str, leases: list[tuple[str, int]], lease_seconds: float

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -22,11 +23,17 @@ log = logging.getLogger("waybill.admission.wakeups")
 CHANNEL = "waybill_work"
 
 
+# Who sent a notification: a replica acts on its own commits directly, so it
+# skips its own notifications instead of handling them twice.
+REPLICA_ID = uuid.uuid4().hex[:12]
+
+
 async def notify(conn: AsyncConnection, payload: str) -> None:
     """Queue a notification; Postgres delivers it when the transaction commits."""
     if conn.dialect.name == "postgresql":
         await conn.execute(
-            text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload}
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": CHANNEL, "payload": f"{REPLICA_ID}|{payload}"},
         )
 
 
@@ -61,7 +68,10 @@ class WakeupListener:
         if self._task is not None:
             self._task.cancel()
 
-    def _received(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    def _received(self, _conn: Any, _pid: int, _channel: str, message: str) -> None:
+        origin, _, payload = message.partition("|")
+        if origin == REPLICA_ID:
+            return
         kind, _, rest = payload.partition(":")
         if kind == "cancel":
             run_id, _, action = rest.partition(":")

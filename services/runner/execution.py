@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
 from common import codec
+from services.runner.conversation import closing_answer, unanswered_tool_calls
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
 from services.runner.graphs import GraphRegistry
@@ -103,18 +103,6 @@ def graph_input(kwargs: dict[str, Any]) -> Any:
     return kwargs.get("input")
 
 
-def dangling_tool_calls(values: Any) -> list[Any]:
-    """Tool calls of the last AI message that never got an answer."""
-    messages = values.get("messages") if isinstance(values, dict) else None
-    if not messages:
-        return []
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-    if last_ai is None:
-        return []
-    return [call for call in last_ai.tool_calls if call.get("id") not in answered]
-
-
 def interrupts_of(snapshot: StateSnapshot) -> dict[str, Any]:
     found: dict[str, list[Any]] = {}
     for task in snapshot.tasks:
@@ -142,6 +130,7 @@ class RunExecution:
         self.store = store
         self.limits = limits
         self.kwargs: dict[str, Any] = codec.loads(run.kwargs_json, {})
+        self.config = run_config(run, self.kwargs)
         self.fence = RunFence(run.run_id, run.epoch, limits.lease_seconds)
         self.sink = JournalSink(peers.journal, run.run_id, run.epoch, self.fence, peers.rpc_timeout)
         self.cancel_action: str | None = None
@@ -207,9 +196,7 @@ class RunExecution:
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
         checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
-        graph = self.graphs.build(
-            self.run.graph_id, run_config(self.run, self.kwargs), checkpointer
-        )
+        graph = self.graphs.build(self.run.graph_id, self.config, checkpointer)
         outcome = await self._drive_with_limits(graph)
         if self.fence.lost:
             if self.handed_back:
@@ -288,13 +275,12 @@ class RunExecution:
             "durability": self.kwargs.get("durability") or "sync",
         }
         graph_input = await self._start_input(graph)
-        config = run_config(self.run, self.kwargs)
         if encoder.events:
-            events = graph.astream_events(graph_input, config, version="v2", **options)
+            events = graph.astream_events(graph_input, self.config, version="v2", **options)
             async for event in events:
                 yield encoder.encode_event(dict(event), subgraphs)
             return
-        async for chunk in graph.astream(graph_input, config, **options):
+        async for chunk in graph.astream(graph_input, self.config, **options):
             parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
             namespace, mode, data = parts
             yield encoder.encode(mode, namespace, data)
@@ -303,18 +289,11 @@ class RunExecution:
         """A cut-short tool call would poison the thread for every provider: answer it."""
         config = thread_config(self.run.thread_id)
         snapshot = await graph.aget_state(config)
-        calls = dangling_tool_calls(snapshot.values)
+        values = snapshot.values if isinstance(snapshot.values, dict) else {}
+        calls = unanswered_tool_calls(values.get("messages") or [])
         if not calls:
             return
-        replies = [
-            ToolMessage(
-                content=CANCELLED_TOOL_REPLY,
-                tool_call_id=call["id"],
-                name=call["name"],
-                status="error",
-            )
-            for call in calls
-        ]
+        replies = [closing_answer(call, CANCELLED_TOOL_REPLY) for call in calls]
         self.fence.check("closing dangling tool calls")
         await graph.aupdate_state(config, {"messages": replies})
 

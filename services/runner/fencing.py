@@ -54,11 +54,13 @@ class RunFence:
 
     def check(self, what: str) -> None:
         if not self.held:
-            self.lost = True
-            STATS.stale_writes_refused += 1
-            raise StaleEpochError(
-                f"run {self.run_id}: epoch {self.epoch} lost its lease; refused {what}"
-            )
+            raise self.refuse(f"epoch {self.epoch} lost its lease; refused {what}")
+
+    def refuse(self, reason: str) -> StaleEpochError:
+        """Count a refused write and give the error to raise; nothing more is written."""
+        self.lost = True
+        STATS.stale_writes_refused += 1
+        return StaleEpochError(f"run {self.run_id}: {reason}")
 
 
 class FencedCheckpointer(BaseCheckpointSaver[Any]):
@@ -70,24 +72,20 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         self.fence = fence
         self.store = store
 
+    def _refuse(self, reason: str) -> StaleEpochError:
+        STATS.stale_checkpoint_writes_refused += 1
+        return self.fence.refuse(reason)
+
     def _check_lease(self) -> None:
-        try:
-            self.fence.check("a checkpoint write")
-        except StaleEpochError:
-            STATS.stale_checkpoint_writes_refused += 1
-            raise
+        if not self.fence.held:
+            raise self._refuse(f"epoch {self.fence.epoch} lost its lease; refused a checkpoint")
 
     async def _check(self) -> None:
         """For pending writes, which carry no epoch the trigger could compare."""
         self._check_lease()
         current = await self.store.fence_epoch(self.fence.run_id)
         if current is not None and current != self.fence.epoch:
-            self.fence.lose()
-            STATS.stale_writes_refused += 1
-            STATS.stale_checkpoint_writes_refused += 1
-            raise StaleEpochError(
-                f"run {self.fence.run_id}: epoch {self.fence.epoch} is fenced off by {current}"
-            )
+            raise self._refuse(f"epoch {self.fence.epoch} is fenced off by {current}")
 
     async def aput(
         self,
@@ -105,10 +103,7 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
             if STALE_EPOCH_MARK not in str(error):
                 raise
             # The database's fence trigger refused it inside the insert itself.
-            self.fence.lose()
-            STATS.stale_writes_refused += 1
-            STATS.stale_checkpoint_writes_refused += 1
-            raise StaleEpochError(f"run {self.fence.run_id}: {error}") from error
+            raise self._refuse(str(error)) from error
 
     async def aput_writes(
         self,

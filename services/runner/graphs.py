@@ -56,9 +56,6 @@ class GraphRegistry:
         self.store = store
         self._loaded: dict[str, Any] = {}
 
-    def ids(self) -> list[str]:
-        return list(self.specs)
-
     def load_all(self) -> None:
         """Import every graph at start-up so that a broken one fails loudly, once."""
         for graph_id in self.specs:

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from langchain_core.tools import BaseTool
 
 from services.runner.agent.prompt import render_system_prompt
+from services.runner.conversation import closing_answer, unanswered_tool_calls
 
 
 @dataclass(frozen=True)
@@ -50,21 +51,18 @@ class AnswerDanglingToolCalls(PassThrough):
     most providers refuse the conversation: answer it before the model sees it."""
 
     def before(self, request: ModelRequest) -> ModelRequest:
-        answered = {m.tool_call_id for m in request.messages if isinstance(m, ToolMessage)}
+        unanswered = {call["id"]: call for call in unanswered_tool_calls(request.messages)}
+        if not unanswered:
+            return request
         repaired: list[BaseMessage] = []
         for message in request.messages:
             repaired.append(message)
             if isinstance(message, AIMessage):
-                for call in message.tool_calls:
-                    if call.get("id") not in answered:
-                        repaired.append(
-                            ToolMessage(
-                                content="This tool call did not complete.",
-                                tool_call_id=call["id"],
-                                name=call["name"],
-                                status="error",
-                            )
-                        )
+                repaired.extend(
+                    closing_answer(unanswered[call["id"]], "This tool call did not complete.")
+                    for call in message.tool_calls
+                    if call.get("id") in unanswered
+                )
         return replace(request, messages=repaired)
 
 
