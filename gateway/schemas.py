@@ -122,9 +122,9 @@ class RunCreate(Envelope):
     after_seconds: float | None = None
     webhook: str | None = None
     feedback_keys: list[str] | None = None
-    # Waybill defaults to "sync": every step's checkpoint is stored before the
-    # next step starts, so a takeover or a cancel never loses a finished step.
-    durability: Literal["sync", "async", "exit"] = "sync"
+    # LangGraph's default: a step's checkpoint is stored while the next step
+    # runs (a takeover may redo one step); "sync" waits for it before each step.
+    durability: Literal["sync", "async", "exit"] = "async"
 
     @field_validator("stream_mode")
     @classmethod

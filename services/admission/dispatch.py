@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 
 from common import codec
+from services.admission.records import RunRecord
 from services.admission.store import AdmissionStore
 from waybill.v1 import admission_pb2
 
@@ -90,6 +91,27 @@ class RunnerPool:
                 return True
         return False
 
+    def reserve_slot(self, run_id: str) -> RunnerConnection | None:
+        """Hold a free slot for a run about to be admitted (the admit-and-claim
+        fast path); None when every runner connected here is full."""
+        runner = max(self.runners.values(), key=lambda r: r.free_slots, default=None)
+        if runner is None or runner.free_slots <= 0:
+            return None
+        runner.active.add(run_id)
+        return runner
+
+    def assign(self, runner: RunnerConnection, run: RunRecord, start_now: bool) -> None:
+        """Hand a claimed run to its runner (and its cancel order, if one is stored)."""
+        for other in self.runners.values():
+            if other is not runner:
+                other.active.discard(run.run_id)  # a takeover: it is no longer theirs
+        runner.active.add(run.run_id)
+        assignment = admission_pb2.WorkAssignment(run=run.to_proto(), start_now=start_now)
+        runner.outbox.put_nowait(assignment)
+        if run.cancel_action:
+            order = admission_pb2.CancelOrder(run_id=run.run_id, action=run.cancel_action)
+            runner.outbox.put_nowait(admission_pb2.WorkAssignment(cancel=order))
+
     async def renew(self, connection: RunnerConnection, leases: list[tuple[str, int]]) -> None:
         renewed, lost = await self.store.renew_leases(
             connection.runner_id, leases, self.lease_seconds
@@ -138,11 +160,4 @@ class RunnerPool:
             if claimed is None:
                 return
             run, start_now = claimed
-            for other in self.runners.values():
-                other.active.discard(run.run_id)  # a takeover: it is no longer theirs
-            runner.active.add(run.run_id)
-            assignment = admission_pb2.WorkAssignment(run=run.to_proto(), start_now=start_now)
-            runner.outbox.put_nowait(assignment)
-            if run.cancel_action:
-                order = admission_pb2.CancelOrder(run_id=run.run_id, action=run.cancel_action)
-                runner.outbox.put_nowait(admission_pb2.WorkAssignment(cancel=order))
+            self.assign(runner, run, start_now)

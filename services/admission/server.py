@@ -19,7 +19,7 @@ from services.admission.assistants import AssistantCatalog
 from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.policy import build_run
 from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES
-from services.admission.store import AdmissionStore, RunEnd
+from services.admission.store import AdmissionStore, Lease, RunEnd
 from services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc
 
@@ -86,10 +86,19 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
         run = build_run(request, self.assistants, self.allowed_models)
-        await self.store.admit_run(run, request.if_not_exists or "reject")
+        runner = self.pool.reserve_slot(run.run_id)
+        lease = Lease(runner.runner_id, self.pool.lease_seconds) if runner else None
+        try:
+            await self.store.admit_run(run, request.if_not_exists or "reject", lease)
+        finally:
+            if runner is not None and run.lease_owner is None:
+                self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
+        if runner is not None and run.lease_owner is not None:
+            self.pool.assign(runner, run, start_now=True)
+        # Waiting runs need a claim; a leased one needs the loop's expiry timer.
+        self.pool.wake()
         for run_id, action in run.displaced:  # interrupt / rollback strategies
             self.pool.send_cancel(run_id, action)
-        self.pool.wake()
         return run.to_proto()
 
     @translate_errors

@@ -172,8 +172,15 @@ class AdmissionStore:
 
     # ---- runs ----------------------------------------------------------------
 
-    async def admit_run(self, run: RunRecord, if_not_exists: str) -> RunRecord:
-        """Insert `run` as pending, honouring its thread's multitask strategy."""
+    async def admit_run(
+        self, run: RunRecord, if_not_exists: str, lease: Lease | None = None
+    ) -> RunRecord:
+        """Insert `run` as pending, honouring its thread's multitask strategy.
+
+        With a `lease` (a runner with a free slot is connected here) a run that
+        may start at once is claimed for that runner in the same transaction:
+        one commit instead of two on the way to the first token.
+        """
         async with self._thread_locks[run.thread_id], self.engine.begin() as conn:
             thread = await self._get_thread(conn, run.thread_id, lock=True)
             # As LangGraph Platform does: the thread records which graph it runs,
@@ -197,9 +204,8 @@ class AdmissionStore:
                     .where(threads.c.thread_id == run.thread_id)
                     .values(metadata={**thread.metadata, **stamp}, updated_at=run.created_at)
                 )
-            if run.multitask_strategy == "reject" and await self._has_active_run(
-                conn, run.thread_id
-            ):
+            thread_busy = await self._has_active_run(conn, run.thread_id)
+            if run.multitask_strategy == "reject" and thread_busy:
                 raise busy(
                     f"Thread {run.thread_id} already has an active run; "
                     "use multitask_strategy='enqueue' to queue behind it."
@@ -210,9 +216,42 @@ class AdmissionStore:
                     conn, run.thread_id, run.multitask_strategy
                 )
             await conn.execute(insert(runs).values(**_run_values(run)))
-            await notify(conn, wake_payload())
+            if lease is not None and not thread_busy:
+                await self._lease_admitted_run(conn, run, lease)
+            else:
+                await notify(conn, wake_payload())
         run.displaced = displaced
         return run
+
+    async def _lease_admitted_run(
+        self, conn: AsyncConnection, run: RunRecord, lease: Lease
+    ) -> None:
+        """Claim a just-inserted run whose thread is free: pending -> running, epoch 1."""
+        now = codec.now_utc()
+        expires = now + timedelta(seconds=lease.seconds)
+        await conn.execute(
+            update(runs)
+            .where(
+                runs.c.run_id == run.run_id,
+                runs.c.epoch == 0,
+                runs.c.status.in_(allowed_sources("running")),
+            )
+            .values(
+                status="running",
+                epoch=1,
+                attempt=1,
+                lease_owner=lease.runner_id,
+                lease_expires_at=expires,
+                updated_at=now,
+            )
+        )
+        await conn.execute(
+            update(threads)
+            .where(threads.c.thread_id == run.thread_id)
+            .values(status="busy", updated_at=now)
+        )
+        run.status, run.epoch, run.attempt, run.updated_at = "running", 1, 1, now
+        run.lease_owner, run.lease_expires_at = lease.runner_id, expires
 
     async def _cancel_active_runs(
         self, conn: AsyncConnection, thread_id: str, action: str
@@ -502,6 +541,14 @@ class AdmissionStore:
         await conn.execute(
             update(threads).where(threads.c.thread_id == row.thread_id).values(**thread_values)
         )
+
+
+@dataclass
+class Lease:
+    """A runner's hold on a run: who, and for how long without renewal."""
+
+    runner_id: str
+    seconds: float
 
 
 @dataclass
