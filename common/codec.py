@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from common.sealed import redacted_kwargs
 from waybill.v1 import common_pb2
 
 # LangGraph Platform derives a graph's system assistant id as uuid5 of this and the graph id.
@@ -100,6 +101,6 @@ def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
         "updated_at": run.updated_at,
         "status": RUN_STATUS_NAMES.get(run.status, "pending"),
         "metadata": loads(run.metadata_json, {}),
-        "kwargs": loads(run.kwargs_json, {}),
+        "kwargs": redacted_kwargs(loads(run.kwargs_json, {})),
         "multitask_strategy": MULTITASK_NAMES.get(run.multitask_strategy, "reject"),
     }

@@ -56,3 +56,7 @@ def refused(message: str) -> ServiceError:
 
 def busy(message: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.ABORTED, message)
+
+
+def forbidden(message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.PERMISSION_DENIED, message)

@@ -31,6 +31,18 @@ class ModelSpec(BaseModel):
 DEFAULT_MODELS = [ModelSpec(name="scripted", provider="scripted")]
 
 
+class PrincipalSpec(BaseModel):
+    """One entry of `auth.principals` in the YAML config: an API key's owner.
+
+    Only the key's SHA-256 is stored (`key_sha256`, hex). Without `scopes`, the
+    role's defaults apply (see `gateway/auth.py`)."""
+
+    user_id: str
+    role: str = "user"
+    scopes: list[str] | None = None
+    key_sha256: str
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WAYBILL_", extra="ignore")
 
@@ -42,6 +54,12 @@ class Settings(BaseSettings):
     graphs: Path | None = None  # a langgraph.json whose `graphs` section is served
     config: Path | None = None  # the YAML file (models, …)
     cors_origins: str = "*"
+    # Auth is on when either is set or the YAML config lists `auth.principals`.
+    api_key: str | None = None  # quick start: one admin principal with this key
+    # The channel adapters' and scheduler's token; they act on behalf of an owner.
+    internal_token: str | None = None
+    # Fernet key sealing `context.secrets` at rest (see common/sealed.py).
+    secrets_key: str | None = None
 
     admission_addr: str = "127.0.0.1:50151"
     runner_addr: str = "127.0.0.1:50152"
@@ -52,6 +70,7 @@ class Settings(BaseSettings):
     # "dns:///runner:50152"; round-robin over the healthy ones. Default: runner_addr.
     runner_read_target: str | None = None
 
+    idempotency_seconds: float = 86400.0  # how long an Idempotency-Key is remembered
     runner_slots: int = 8
     lease_seconds: float = 30.0  # a claimed run is the runner's for this long without renewal
     lease_renew_seconds: float | None = None  # default: a third of the lease
@@ -108,6 +127,14 @@ class Settings(BaseSettings):
         if not entries:
             return list(DEFAULT_MODELS)
         return [ModelSpec.model_validate(entry) for entry in entries]
+
+    def principals(self) -> list[PrincipalSpec]:
+        entries = (self.yaml_config().get("auth") or {}).get("principals") or []
+        return [PrincipalSpec.model_validate(entry) for entry in entries]
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api_key or self.internal_token or self.principals())
 
     def default_model(self) -> str:
         return str(self.yaml_config().get("default_model") or self.models()[0].name)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from common.settings import Settings, get_settings
+from gateway.auth import KeyRing, authorize
 from gateway.peers import Peers
 from gateway.routes import assistants, runs, store, threads
 
 VERSION = "0.1.0"
+
+log = logging.getLogger("waybill.gateway")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -22,6 +26,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
+        app.state.keyring = KeyRing.from_settings(settings)
+        if not app.state.keyring.enabled:
+            log.warning(
+                "AUTH IS OFF: every request acts as the one local user. Set WAYBILL_API_KEY "
+                "(or auth.principals in the YAML config) before exposing this gateway."
+            )
         app.state.peers = Peers.connect(settings)
         app.state.background = set()  # clean-ups that outlive their request
         yield
@@ -49,10 +59,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "flags": {"assistants": True, "crons": False, "langsmith": False},
         }
 
-    app.include_router(threads.router)
-    app.include_router(runs.router)
-    app.include_router(assistants.router)
-    app.include_router(store.router)
+    # /ok and /info stay open; every API route needs a principal and its scope.
+    guarded = [Depends(authorize)]
+    for router in (threads.router, runs.router, assistants.router, store.router):
+        app.include_router(router, dependencies=guarded)
     return app
 
 

@@ -11,6 +11,7 @@ from fastapi import HTTPException
 
 from common.errors import http_status_for
 from common.settings import Settings
+from gateway.auth import principal_interceptors
 from waybill.v1 import admission_pb2_grpc, journal_pb2_grpc, runner_pb2_grpc
 
 T = TypeVar("T")
@@ -25,14 +26,17 @@ class Peers:
 
     @classmethod
     def connect(cls, settings: Settings) -> Peers:
+        # Every call carries the principal of the request it serves.
+        interceptors = principal_interceptors()
         runner_reads = grpc.aio.insecure_channel(
             settings.runner_read_target or settings.runner_addr,
             options=[("grpc.lb_policy_name", "round_robin")],
+            interceptors=interceptors,
         )
         channels = [
-            grpc.aio.insecure_channel(settings.admission_addr),
+            grpc.aio.insecure_channel(settings.admission_addr, interceptors=interceptors),
             runner_reads,
-            grpc.aio.insecure_channel(settings.journal_addr),
+            grpc.aio.insecure_channel(settings.journal_addr, interceptors=interceptors),
         ]
         return cls(
             admission=admission_pb2_grpc.AdmissionStub(channels[0]),

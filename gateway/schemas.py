@@ -157,6 +157,7 @@ class RunCreate(Envelope):
             "config",
             "context",
             "checkpoint_id",
+            "checkpoint",
             "stream_mode",
             "stream_subgraphs",
             "interrupt_before",

@@ -3,9 +3,11 @@ reaches the runner connected to the other at once (LISTEN/NOTIFY, no polling).""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 
@@ -69,3 +71,34 @@ async def test_a_cancel_through_another_replica_reaches_the_runner(
     assert ended["status"] == "interrupted"
     await first.aclose()
     await second.aclose()
+
+
+async def test_reject_admits_exactly_one_of_fifty_racing_through_two_replicas(
+    second_gateway_url: tuple[Stack, str],
+) -> None:
+    """The database, not a process-local lock, decides: each replica has its own."""
+    stack, url_2 = second_gateway_url
+    body = {
+        "assistant_id": "lead_agent",
+        "input": says('/tool wait {"seconds": 30}'),
+        "multitask_strategy": "reject",
+    }
+    async with (
+        httpx.AsyncClient(base_url=stack.url, timeout=30) as one,
+        httpx.AsyncClient(base_url=url_2, timeout=30) as two,
+    ):
+        thread_id = (await one.post("/threads", json={})).json()["thread_id"]
+        path = f"/threads/{thread_id}/runs"
+        replies = await asyncio.gather(
+            *(client.post(path, json=body) for _ in range(25) for client in (one, two))
+        )
+        codes = sorted(reply.status_code for reply in replies)
+        assert codes == [200] + [409] * 49, codes
+        assert all(
+            "already has an active run" in r.json()["detail"]
+            for r in replies[1:]
+            if r.status_code == 409
+        )
+        runs = (await one.get(path, params={"limit": 100})).json()
+        assert len(runs) == 1
+        await one.post(f"{path}/{runs[0]['run_id']}/cancel", params={"wait": "true"})

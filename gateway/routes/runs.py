@@ -22,6 +22,8 @@ from waybill.v1 import admission_pb2, common_pb2, runner_pb2
 
 router = APIRouter(tags=["runs"])
 
+STATELESS_THREADS = uuid.UUID("6f0e3a52-1c0b-4f55-9a43-0f5d1d6c7a10")
+
 
 def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
     # `Content-Location` tells useStream the run id; `Location` lets the SDK
@@ -32,7 +34,13 @@ def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
     }
 
 
-async def start_run(peers: Peers, thread_id: str, body: RunCreate) -> common_pb2.Run:
+def idempotency_key(request: Request) -> str:
+    return request.headers.get("idempotency-key", "").strip()
+
+
+async def start_run(
+    peers: Peers, thread_id: str, body: RunCreate, request: Request
+) -> common_pb2.Run:
     strategy = codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"]
     return await call(
         peers.admission.StartRun(
@@ -43,6 +51,7 @@ async def start_run(peers: Peers, thread_id: str, body: RunCreate) -> common_pb2
                 metadata_json=codec.dumps(body.metadata or {}),
                 multitask_strategy=strategy,
                 if_not_exists=body.if_not_exists,
+                idempotency_key=idempotency_key(request),
             )
         )
     )
@@ -68,14 +77,14 @@ async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
 
 @router.post("/threads/{thread_id}/runs")
 async def create_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
-    run = await start_run(peers_of(request), str(thread_id), body)
+    run = await start_run(peers_of(request), str(thread_id), body, request)
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
 
 
 @router.post("/threads/{thread_id}/runs/stream")
 async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
-    run = await start_run(peers, str(thread_id), body)
+    run = await start_run(peers, str(thread_id), body, request)
     frames = sse_frames(peers.journal, run.run_id)
     if body.on_disconnect == "cancel":
         frames = cancel_on_disconnect(peers, run, frames)
@@ -115,7 +124,7 @@ async def cancel_quietly(peers: Peers, run: common_pb2.Run) -> None:
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
-    run = await start_run(peers, str(thread_id), body)
+    run = await start_run(peers, str(thread_id), body, request)
     result = await final_values(peers, run)
     return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
 
@@ -209,9 +218,19 @@ async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> JSONRespo
 # ---- stateless runs: a temporary thread per run ---------------------------------
 
 
-async def start_stateless_run(peers: Peers, body: RunCreate) -> common_pb2.Run:
+async def start_stateless_run(peers: Peers, body: RunCreate, request: Request) -> common_pb2.Run:
     stateless = body.model_copy(update={"if_not_exists": "create"})
-    return await start_run(peers, str(uuid.uuid4()), stateless)
+    return await start_run(peers, temporary_thread_id(request), stateless, request)
+
+
+def temporary_thread_id(request: Request) -> str:
+    """A fresh thread per stateless run; a retry with the same Idempotency-Key
+    names the same one, so that it is recognised as the same request."""
+    key = idempotency_key(request)
+    if not key:
+        return str(uuid.uuid4())
+    principal = request.state.principal
+    return str(uuid.uuid5(STATELESS_THREADS, f"{principal.user_id}\n{key}"))
 
 
 async def drop_temporary_thread(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
@@ -237,7 +256,7 @@ def in_background(request: Request, work: Coroutine[Any, Any, None]) -> None:
 @router.post("/runs/stream")
 async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
-    run = await start_stateless_run(peers, body)
+    run = await start_stateless_run(peers, body, request)
     in_background(request, drop_after_end(peers, run, body))
     return run_stream(request, run, sse_frames(peers.journal, run.run_id))
 
@@ -245,7 +264,7 @@ async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
 @router.post("/runs/wait")
 async def wait_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
-    run = await start_stateless_run(peers, body)
+    run = await start_stateless_run(peers, body, request)
     result = await final_values(peers, run)  # the run has ended
     await drop_temporary_thread(peers, run, body)
     return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
@@ -254,6 +273,6 @@ async def wait_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
 @router.post("/runs")
 async def create_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
-    run = await start_stateless_run(peers, body)
+    run = await start_stateless_run(peers, body, request)
     in_background(request, drop_after_end(peers, run, body))
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))

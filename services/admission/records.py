@@ -22,6 +22,9 @@ RUN_TRANSITIONS: dict[str, tuple[str, ...]] = {
 
 CANCEL_ACTIONS = ("interrupt", "rollback")
 
+# Who owns what was created with auth off, or by a service on nobody's behalf.
+LOCAL_OWNER = "local"
+
 
 def allowed_sources(target: str) -> list[str]:
     """The statuses a run may be in for a write of `target` to succeed."""
@@ -46,6 +49,11 @@ class ThreadRecord:
     updated_at: datetime
     values: dict[str, Any] | None = None
     interrupts: dict[str, Any] | None = None
+    owner_id: str = LOCAL_OWNER
+
+    def visible_to(self, owner: str | None) -> bool:
+        """`owner` None is an admin or a service: it sees every thread."""
+        return owner is None or owner == self.owner_id
 
     def to_proto(self) -> common_pb2.Thread:
         return common_pb2.Thread(
@@ -56,6 +64,7 @@ class ThreadRecord:
             updated_at=codec.iso(self.updated_at),
             values_json=codec.dumps(self.values) if self.values is not None else b"",
             interrupts_json=codec.dumps(self.interrupts or {}),
+            owner_id=self.owner_id,
         )
 
 
@@ -77,6 +86,7 @@ class RunRecord:
     lease_expires_at: datetime | None = None
     stop_reason: str = ""
     cancel_action: str | None = None
+    owner_id: str = LOCAL_OWNER  # the owner of the run's thread
     # Runs this one's admission cancelled (interrupt/rollback): (run_id, action).
     displaced: list[tuple[str, str]] = field(default_factory=list)
 
@@ -96,4 +106,5 @@ class RunRecord:
             attempt=self.attempt,
             stop_reason=self.stop_reason,
             cancel_action=self.cancel_action or "",
+            owner_id=self.owner_id,
         )

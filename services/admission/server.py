@@ -9,19 +9,30 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from sqlalchemy.exc import IntegrityError
 
 from common import codec
-from common.errors import invalid
+from common.errors import invalid, refused
 from common.grpc_server import configure_logging, serve, translate_errors
+from common.identity import caller_of, owner_filter
+from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
 from common.sql import create_engine
 from services.admission.assistants import AssistantCatalog
 from services.admission.dispatch import RunnerConnection, RunnerPool
-from services.admission.policy import build_run
-from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES
+from services.admission.idempotency import IdempotencyKey, KeyedRun, key_for, replayed_run_id
+from services.admission.policy import (
+    SECRETS_KEY,
+    admitted_kwargs,
+    build_run,
+    identity_of,
+    requested_checkpoint,
+)
+from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, TERMINAL_STATUSES, RunRecord
+from services.admission.runner_facts import RunnerFacts
 from services.admission.store import AdmissionStore, Lease, RunEnd
 from services.admission.wakeups import WakeupListener
-from waybill.v1 import admission_pb2, admission_pb2_grpc
+from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.admission")
 
@@ -40,9 +51,13 @@ def _thread_id(value: str) -> str:
 
 
 class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
-    def __init__(self, store: AdmissionStore, pool: RunnerPool, settings: Settings) -> None:
+    def __init__(
+        self, store: AdmissionStore, pool: RunnerPool, facts: RunnerFacts, settings: Settings
+    ) -> None:
         self.store = store
         self.pool = pool
+        self.facts = facts
+        self.settings = settings
         self.assistants = AssistantCatalog(list(settings.graph_specs()))
         self.allowed_models = [model.name for model in settings.models()]
 
@@ -52,22 +67,29 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
         thread_id = _thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
         metadata = _json_object(request.metadata_json, "metadata")
-        record = await self.store.create_thread(thread_id, metadata, request.if_exists or "raise")
+        caller = caller_of(context)
+        owner_id = caller.user_id if caller else LOCAL_OWNER
+        record = await self.store.create_thread(
+            thread_id, metadata, request.if_exists or "raise", owner_id
+        )
         return record.to_proto()
 
     @translate_errors
     async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
-        return (await self.store.get_thread(_thread_id(request.thread_id))).to_proto()
+        record = await self.store.get_thread(_thread_id(request.thread_id), owner_filter(context))
+        return record.to_proto()
 
     @translate_errors
     async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
         metadata = _json_object(request.metadata_json, "metadata")
-        record = await self.store.patch_thread(_thread_id(request.thread_id), metadata)
+        record = await self.store.patch_thread(
+            _thread_id(request.thread_id), metadata, owner_filter(context)
+        )
         return record.to_proto()
 
     @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
-        await self.store.delete_thread(_thread_id(request.thread_id))
+        await self.store.delete_thread(_thread_id(request.thread_id), owner_filter(context))
         return admission_pb2.DeleteThreadResponse()
 
     @translate_errors
@@ -78,18 +100,59 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
             raise invalid("limit must be between 1 and 1000.")
         if request.offset < 0:
             raise invalid("offset must not be negative.")
-        records = await self.store.search_threads(metadata, request.status, limit, request.offset)
+        records = await self.store.search_threads(
+            metadata, request.status, limit, request.offset, owner_filter(context)
+        )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
     # ---- runs ----------------------------------------------------------------
 
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
-        run = build_run(request, self.assistants, self.allowed_models)
+        caller = caller_of(context)
+        owner = caller.owner_filter if caller else None
+        key = key_for(
+            request, caller.user_id if caller else LOCAL_OWNER, self.settings.idempotency_seconds
+        )
+        if key is not None:  # a retry gets the run it created, and nothing starts
+            found = await self.store.keyed_run(key)
+            if found is not None:
+                return await self._replay(key, found)
+        run = build_run(request, self.assistants, self.allowed_models, caller)  # checks 1-4
+        if_not_exists = request.if_not_exists or "reject"
+        thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists)  # 5
+        owner_id = thread.owner_id if thread else run.owner_id
+        run.kwargs = admitted_kwargs(  # check 6
+            run.kwargs,
+            await self.facts.context_keys(run.graph_id),
+            identity_of(caller, owner_id),
+            self._secrets_key(run.kwargs),
+        )
+        checkpoint_id = requested_checkpoint(run.kwargs, run.thread_id)  # check 7
+        if checkpoint_id:
+            graph_id = str(thread.metadata.get("graph_id") or "") if thread else ""
+            await self.facts.require_checkpoint(run.thread_id, graph_id, checkpoint_id)
+        try:
+            await self._admit(run, if_not_exists, owner, key)
+        except IntegrityError:
+            found = await self.store.keyed_run(key) if key else None
+            if key is None or found is None:
+                raise
+            return await self._replay(key, found)  # a twin with the same key won the race
+        return run.to_proto()
+
+    async def _replay(self, key: IdempotencyKey, found: KeyedRun) -> common_pb2.Run:
+        run_id = replayed_run_id(key, found)
+        return (await self.store.get_run(found.thread_id, run_id)).to_proto()
+
+    async def _admit(
+        self, run: RunRecord, if_not_exists: str, owner: str | None, key: IdempotencyKey | None
+    ) -> None:
+        """Store the run; claim it for a free runner here in the same transaction."""
         runner = self.pool.reserve_slot(run.run_id)
         lease = Lease(runner.runner_id, self.pool.lease_seconds) if runner else None
         try:
-            await self.store.admit_run(run, request.if_not_exists or "reject", lease)
+            await self.store.admit_run(run, if_not_exists, lease, owner, key)
         finally:
             if runner is not None and run.lease_owner is None:
                 self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
@@ -99,24 +162,40 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         self.pool.wake()
         for run_id, action in run.displaced:  # interrupt / rollback strategies
             self.pool.send_cancel(run_id, action)
-        return run.to_proto()
+
+    def _secrets_key(self, kwargs: dict[str, Any]) -> bytes | None:
+        context = kwargs.get("context")
+        if not isinstance(context, dict) or SECRETS_KEY not in context:
+            return None
+        try:
+            return secrets_key(self.settings)
+        except SecretsUnavailable as error:
+            raise refused(str(error)) from error
 
     @translate_errors
     async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
-        record = await self.store.get_run(_thread_id(request.thread_id), request.run_id)
+        record = await self.store.get_run(
+            _thread_id(request.thread_id), request.run_id, owner_filter(context)
+        )
         return record.to_proto()
 
     @translate_errors
     async def ListRuns(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
         records = await self.store.list_runs(
-            _thread_id(request.thread_id), status, request.limit or 10, request.offset
+            _thread_id(request.thread_id),
+            status,
+            request.limit or 10,
+            request.offset,
+            owner_filter(context),
         )
         return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
 
     @translate_errors
     async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
-        await self.store.delete_run(_thread_id(request.thread_id), request.run_id)
+        await self.store.delete_run(
+            _thread_id(request.thread_id), request.run_id, owner_filter(context)
+        )
         return admission_pb2.DeleteRunResponse()
 
     # ---- assistants ------------------------------------------------------------
@@ -182,7 +261,9 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         action = request.action or "interrupt"
         if action not in CANCEL_ACTIONS:
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
-        run = await self.store.request_cancel(_thread_id(request.thread_id), request.run_id, action)
+        run = await self.store.request_cancel(
+            _thread_id(request.thread_id), request.run_id, action, owner_filter(context)
+        )
         # The first action wins: tell the runner the one that was stored.
         if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
@@ -221,12 +302,16 @@ async def main() -> None:
     if settings.database_url:  # other admission replicas may commit work for our runners
         listener = WakeupListener(settings.database_url, pool.wake, pool.send_cancel)
         listener.start()
-    servicer = AdmissionServicer(store, pool, settings)
+    facts = RunnerFacts(
+        settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
+    )
+    servicer = AdmissionServicer(store, pool, facts, settings)
 
     async def stop() -> None:
         if listener is not None:
             await listener.stop()
         await pool.stop()
+        await facts.close()
 
     await serve(
         "Admission",

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from common import codec
 from common.errors import busy, conflict, not_found
 from common.sql import migrate
+from services.admission.idempotency import IdempotencyKey, KeyedRun
 from services.admission.records import (
     ACTIVE_STATUSES,
     CANCEL_ACTIONS,
@@ -37,7 +38,7 @@ from services.admission.records import (
     ThreadRecord,
     allowed_sources,
 )
-from services.admission.tables import runs, threads
+from services.admission.tables import idempotency_keys, runs, threads
 from services.admission.wakeups import cancel_payload, notify, wake_payload
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -52,6 +53,7 @@ def _thread(row: Row[Any]) -> ThreadRecord:
         updated_at=row.updated_at,
         values=row.values,
         interrupts=row.interrupts,
+        owner_id=row.owner_id,
     )
 
 
@@ -73,6 +75,7 @@ def _run(row: Row[Any]) -> RunRecord:
         lease_expires_at=row.lease_expires_at,
         stop_reason=row.stop_reason,
         cancel_action=row.cancel_action,
+        owner_id=row.owner_id,
     )
 
 
@@ -89,13 +92,14 @@ class AdmissionStore:
     # ---- threads -------------------------------------------------------------
 
     async def create_thread(
-        self, thread_id: str, metadata: dict[str, Any], if_exists: str
+        self, thread_id: str, metadata: dict[str, Any], if_exists: str, owner_id: str
     ) -> ThreadRecord:
         now = codec.now_utc()
         async with self.engine.begin() as conn:
             existing = await self._get_thread(conn, thread_id)
             if existing is not None:
-                if if_exists == "do_nothing":
+                # Someone else's thread is never handed out, even with do_nothing.
+                if if_exists == "do_nothing" and existing.owner_id == owner_id:
                     return existing
                 raise conflict(f"Thread {thread_id} already exists.")
             await conn.execute(
@@ -105,9 +109,10 @@ class AdmissionStore:
                     status="idle",
                     created_at=now,
                     updated_at=now,
+                    owner_id=owner_id,
                 )
             )
-        return ThreadRecord(thread_id, metadata, "idle", now, now)
+        return ThreadRecord(thread_id, metadata, "idle", now, now, owner_id=owner_id)
 
     async def _get_thread(
         self, conn: AsyncConnection, thread_id: str, lock: bool = False
@@ -118,18 +123,36 @@ class AdmissionStore:
         row = (await conn.execute(query)).first()
         return _thread(row) if row else None
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord:
-        async with self.engine.connect() as conn:
-            record = await self._get_thread(conn, thread_id)
-        if record is None:
+    async def _owned_thread(
+        self, conn: AsyncConnection, thread_id: str, owner: str | None, lock: bool = False
+    ) -> ThreadRecord:
+        """The thread, if `owner` may see it; another user's thread is simply not found."""
+        record = await self._get_thread(conn, thread_id, lock)
+        if record is None or not record.visible_to(owner):
             raise not_found(f"Thread {thread_id} not found.")
         return record
 
-    async def patch_thread(self, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
+    async def thread_for_run(
+        self, thread_id: str, owner: str | None, if_not_exists: str
+    ) -> ThreadRecord | None:
+        """The run's thread if `owner` may use it; None when it will be created."""
+        async with self.engine.connect() as conn:
+            record = await self._get_thread(conn, thread_id)
+        if record is None and if_not_exists == "create":
+            return None
+        if record is None or not record.visible_to(owner):
+            raise not_found(f"Thread {thread_id} not found.")
+        return record
+
+    async def get_thread(self, thread_id: str, owner: str | None = None) -> ThreadRecord:
+        async with self.engine.connect() as conn:
+            return await self._owned_thread(conn, thread_id, owner)
+
+    async def patch_thread(
+        self, thread_id: str, metadata: dict[str, Any], owner: str | None = None
+    ) -> ThreadRecord:
         async with self.engine.begin() as conn:
-            record = await self._get_thread(conn, thread_id, lock=True)
-            if record is None:
-                raise not_found(f"Thread {thread_id} not found.")
+            record = await self._owned_thread(conn, thread_id, owner, lock=True)
             record.metadata = {**record.metadata, **metadata}
             record.updated_at = codec.now_utc()
             await conn.execute(
@@ -139,19 +162,25 @@ class AdmissionStore:
             )
         return record
 
-    async def delete_thread(self, thread_id: str) -> None:
+    async def delete_thread(self, thread_id: str, owner: str | None = None) -> None:
         async with self._thread_locks[thread_id], self.engine.begin() as conn:
-            if await self._get_thread(conn, thread_id, lock=True) is None:
-                raise not_found(f"Thread {thread_id} not found.")
+            await self._owned_thread(conn, thread_id, owner, lock=True)
             if await self._has_active_run(conn, thread_id):
                 raise busy(f"Thread {thread_id} has an active run; cancel it before deleting.")
             await conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
             await conn.execute(delete(threads).where(threads.c.thread_id == thread_id))
 
     async def search_threads(
-        self, metadata: dict[str, Any], status: str, limit: int, offset: int
+        self,
+        metadata: dict[str, Any],
+        status: str,
+        limit: int,
+        offset: int,
+        owner: str | None = None,
     ) -> list[ThreadRecord]:
         query = select(threads)
+        if owner is not None:
+            query = query.where(threads.c.owner_id == owner)
         if status:
             query = query.where(threads.c.status == status)
         if metadata:
@@ -172,8 +201,25 @@ class AdmissionStore:
 
     # ---- runs ----------------------------------------------------------------
 
+    async def keyed_run(self, key: IdempotencyKey) -> KeyedRun | None:
+        """The run a live idempotency key points at; an expired key is forgotten."""
+        where = and_(idempotency_keys.c.owner_id == key.owner_id, idempotency_keys.c.key == key.key)
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(idempotency_keys).where(
+                    where, idempotency_keys.c.expires_at < codec.now_utc()
+                )
+            )
+            row = (await conn.execute(select(idempotency_keys).where(where))).first()
+        return KeyedRun(row.request_digest, row.thread_id, row.run_id) if row else None
+
     async def admit_run(
-        self, run: RunRecord, if_not_exists: str, lease: Lease | None = None
+        self,
+        run: RunRecord,
+        if_not_exists: str,
+        lease: Lease | None = None,
+        owner: str | None = None,
+        key: IdempotencyKey | None = None,
     ) -> RunRecord:
         """Insert `run` as pending, honouring its thread's multitask strategy.
 
@@ -183,6 +229,8 @@ class AdmissionStore:
         """
         async with self._thread_locks[run.thread_id], self.engine.begin() as conn:
             thread = await self._get_thread(conn, run.thread_id, lock=True)
+            if thread is not None and not thread.visible_to(owner):
+                raise not_found(f"Thread {run.thread_id} not found.")
             # As LangGraph Platform does: the thread records which graph it runs,
             # and the run's metadata is merged into the thread's.
             stamp = {**run.metadata, "graph_id": run.graph_id, "assistant_id": run.assistant_id}
@@ -196,9 +244,11 @@ class AdmissionStore:
                         status="idle",
                         created_at=run.created_at,
                         updated_at=run.created_at,
+                        owner_id=run.owner_id,
                     )
                 )
             else:
+                run.owner_id = thread.owner_id  # a run belongs to its thread's owner
                 await conn.execute(
                     update(threads)
                     .where(threads.c.thread_id == run.thread_id)
@@ -216,6 +266,17 @@ class AdmissionStore:
                     conn, run.thread_id, run.multitask_strategy
                 )
             await conn.execute(insert(runs).values(**_run_values(run)))
+            if key is not None:  # a concurrent twin with the same key fails here
+                await conn.execute(
+                    insert(idempotency_keys).values(
+                        owner_id=key.owner_id,
+                        key=key.key,
+                        request_digest=key.request_digest,
+                        run_id=run.run_id,
+                        thread_id=run.thread_id,
+                        expires_at=key.expires_at,
+                    )
+                )
             if lease is not None and not thread_busy:
                 await self._lease_admitted_run(conn, run, lease)
             else:
@@ -290,20 +351,27 @@ class AdmissionStore:
         )
         return bool((await conn.execute(query)).scalar())
 
-    async def get_run(self, thread_id: str, run_id: str) -> RunRecord:
+    async def get_run(self, thread_id: str, run_id: str, owner: str | None = None) -> RunRecord:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
                     select(runs).where(runs.c.run_id == run_id, runs.c.thread_id == thread_id)
                 )
             ).first()
-        if row is None:
+        if row is None or (owner is not None and row.owner_id != owner):
             raise not_found(f"Run {run_id} not found on thread {thread_id}.")
         return _run(row)
 
     async def list_runs(
-        self, thread_id: str, status: str | None, limit: int, offset: int
+        self,
+        thread_id: str,
+        status: str | None,
+        limit: int,
+        offset: int,
+        owner: str | None = None,
     ) -> list[RunRecord]:
+        async with self.engine.connect() as conn:
+            await self._owned_thread(conn, thread_id, owner)  # 404 for someone else's
         query = select(runs).where(runs.c.thread_id == thread_id)
         if status:
             query = query.where(runs.c.status == status)
@@ -311,8 +379,8 @@ class AdmissionStore:
         async with self.engine.connect() as conn:
             return [_run(row) for row in (await conn.execute(query)).all()]
 
-    async def delete_run(self, thread_id: str, run_id: str) -> None:
-        record = await self.get_run(thread_id, run_id)
+    async def delete_run(self, thread_id: str, run_id: str, owner: str | None = None) -> None:
+        record = await self.get_run(thread_id, run_id, owner)
         if record.status in ACTIVE_STATUSES:
             raise busy(f"Run {run_id} is {record.status}; cancel it before deleting it.")
         async with self.engine.begin() as conn:
@@ -425,7 +493,9 @@ class AdmissionStore:
             )
         return True, ""
 
-    async def request_cancel(self, thread_id: str, run_id: str, action: str) -> RunRecord:
+    async def request_cancel(
+        self, thread_id: str, run_id: str, action: str, owner: str | None = None
+    ) -> RunRecord:
         """Record a cancel request; the first action wins. Only active runs qualify."""
         async with self.engine.begin() as conn:
             row = (
@@ -433,7 +503,9 @@ class AdmissionStore:
                     select(runs).where(runs.c.run_id == run_id, runs.c.thread_id == thread_id)
                 )
             ).first()
-            if row is None or row.status not in ACTIVE_STATUSES:
+            if row is None or (owner is not None and row.owner_id != owner):
+                raise not_found(f"Run {run_id} not found on thread {thread_id}.")
+            if row.status not in ACTIVE_STATUSES:
                 raise not_found(f"Run {run_id} not found or not active on thread {thread_id}.")
             record = _run(row)
             record.cancel_action = await self._mark_cancelled(conn, row, action)
@@ -583,4 +655,5 @@ def _run_values(run: RunRecord) -> dict[str, Any]:
         "lease_expires_at": run.lease_expires_at,
         "stop_reason": run.stop_reason,
         "cancel_action": run.cancel_action,
+        "owner_id": run.owner_id,
     }

@@ -19,6 +19,7 @@ threads = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("values", JsonDocument),
     Column("interrupts", JsonDocument),
+    Column("owner_id", String(255), nullable=False),
 )
 
 runs = Table(
@@ -40,4 +41,16 @@ runs = Table(
     Column("lease_expires_at", DateTime(timezone=True)),
     Column("stop_reason", Text, nullable=False),
     Column("cancel_action", String(16)),
+    Column("owner_id", String(255), nullable=False),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("owner_id", String(255), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("request_digest", String(64), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("thread_id", String(36), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
 )

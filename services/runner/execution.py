@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,15 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
 from common import codec
+from common.identity import LOCAL_USER
+from common.sealed import secrets_key, unseal
+from common.settings import get_settings
 from services.runner.conversation import closing_answer, unanswered_tool_calls
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
 from services.runner.graphs import GraphRegistry
 from services.runner.journal_sink import JournalSink
+from services.runner.owned_store import OwnedStore
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
 from waybill.v1 import (
@@ -86,6 +91,16 @@ def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
         "run_epoch": run.epoch,
     }
     return config  # type: ignore[return-value]
+
+
+def run_context(context: Any) -> Any:
+    """The run's context as the graph sees it: its sealed secrets opened."""
+    if not isinstance(context, dict) or not context:
+        return None
+    sealed = context.get("secrets")
+    if isinstance(sealed, dict):
+        return {**context, "secrets": unseal(sealed, secrets_key(get_settings()))}
+    return context
 
 
 def thread_config(thread_id: str) -> RunnableConfig:
@@ -184,22 +199,31 @@ class RunExecution:
             log.warning("run %s: %s", self.run.run_id, error)
 
     async def _not_started(self, reason: str) -> None:
-        """Nothing is built; the run's log is closed so its streams end."""
+        """Nothing is built; the run's log is closed so its streams end.
+
+        Admission has already ended the run under this epoch, so its lease ends
+        too (a renewal now reports it lost); closing the log is still this
+        epoch's to do, and the journal itself refuses an older epoch."""
+        settled = RunFence(self.run.run_id, self.run.epoch, lease_seconds=math.inf)
+        sink = JournalSink(
+            self.peers.journal, self.run.run_id, self.run.epoch, settled, self.peers.rpc_timeout
+        )
         if reason == "cancelled":
             STATS.runs_cancelled_before_start += 1
             log.info("run %s was cancelled before it started", self.run.run_id)
-            await self.sink.close()
+            await sink.close()
         elif reason == "exhausted":
             log.warning("run %s: out of attempts", self.run.run_id)
             message = f"the run was taken over {self.run.attempt - 1} times and gave up"
-            self.sink.emit(*error_event(RunAttemptsExhausted(message)))
-            await self.sink.flush()
-            await self.sink.close()
+            sink.emit(*error_event(RunAttemptsExhausted(message)))
+            await sink.flush()
+            await sink.close()
 
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
         checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
-        graph = self.graphs.build(self.run.graph_id, self.config, checkpointer)
+        store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
+        graph = self.graphs.build(self.run.graph_id, self.config, checkpointer, store)
         outcome = await self._drive_with_limits(graph)
         if self.fence.lost:
             if self.handed_back:
@@ -273,7 +297,7 @@ class RunExecution:
         encoder = FrameEncoder(stream_mode)
         subgraphs = bool(self.kwargs.get("stream_subgraphs"))
         options: dict[str, Any] = {
-            "context": self.kwargs.get("context") or None,
+            "context": run_context(self.kwargs.get("context")),
             "stream_mode": requested_modes(stream_mode) or ["values"],
             "subgraphs": subgraphs,
             "interrupt_before": self.kwargs.get("interrupt_before"),

@@ -69,9 +69,13 @@ class GraphRegistry:
         return self._loaded[graph_id]
 
     def build(
-        self, graph_id: str, config: RunnableConfig | None = None, checkpointer: Any = None
+        self,
+        graph_id: str,
+        config: RunnableConfig | None = None,
+        checkpointer: Any = None,
+        store: Any = None,
     ) -> Pregel:
-        """The graph for one run, wired to our checkpointer (or the one given) and store."""
+        """The graph for one run, wired to our checkpointer and store (or those given)."""
         value = self._attribute(graph_id)
         if callable(value) and not isinstance(value, Pregel | StateGraph):
             takes_config = bool(inspect.signature(value).parameters)
@@ -80,5 +84,8 @@ class GraphRegistry:
                 self._loaded[graph_id] = value  # a factory without inputs builds once
         graph = _as_compiled(value)
         return graph.copy(
-            update={"checkpointer": checkpointer or self.checkpointer, "store": self.store}
+            update={
+                "checkpointer": checkpointer or self.checkpointer,
+                "store": store or self.store,
+            }
         )

@@ -24,8 +24,16 @@ from services.runner.models import create_chat_model
 
 
 class LeadAgentContext(TypedDict, total=False):
+    """What a run may pass in `context` (admission drops any other key)."""
+
     model_name: str
     agent_name: str
+    # Injected by admission from the authenticated caller; never the client's.
+    user_id: str
+    role: str
+    channel: dict[str, str]
+    # Request-scoped secrets, opened for the run only (see common/sealed.py).
+    secrets: dict[str, str]
 
 
 def _configurable(config: RunnableConfig) -> dict[str, Any]:

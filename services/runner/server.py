@@ -13,10 +13,12 @@ from langgraph.errors import InvalidUpdateError
 from common import codec
 from common.errors import invalid, not_found
 from common.grpc_server import configure_logging, serve, translate_errors
+from common.identity import LOCAL_USER, caller_of
 from common.settings import Settings, get_settings
 from common.sql import create_engine
 from services.runner.execution import Peers, RunLimits
 from services.runner.graphs import GraphNotFoundError, GraphRegistry
+from services.runner.owned_store import OwnedStore
 from services.runner.persistence import open_checkpointer, open_store
 from services.runner.state import EMPTY_STATE, snapshot_to_dict
 from services.runner.stats import STATS
@@ -136,30 +138,35 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     # ---- the long-term store -------------------------------------------------------
 
+    def _store(self, context: Any) -> OwnedStore:
+        """The caller's own namespaces of the store (see owned_store.py)."""
+        caller = caller_of(context)
+        return OwnedStore(self.graphs.store, caller.user_id if caller else LOCAL_USER.user_id)
+
     @translate_errors
     async def StorePut(self, request, context):  # type: ignore[no-untyped-def]
         value = codec.loads(request.value_json, None)
         if not isinstance(value, dict):
             raise invalid("value must be a JSON object.")
         key = _store_key(request.item)
-        await self.graphs.store.aput(tuple(request.item.namespace), key, value)
+        await self._store(context).aput(tuple(request.item.namespace), key, value)
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
     async def StoreGet(self, request, context):  # type: ignore[no-untyped-def]
-        item = await self.graphs.store.aget(tuple(request.namespace), _store_key(request))
+        item = await self._store(context).aget(tuple(request.namespace), _store_key(request))
         if item is None:
             raise not_found(f"No item {request.key!r} in namespace {list(request.namespace)}.")
         return runner_pb2.JsonReply(json=codec.dumps(_item_to_dict(item)))
 
     @translate_errors
     async def StoreDelete(self, request, context):  # type: ignore[no-untyped-def]
-        await self.graphs.store.adelete(tuple(request.namespace), _store_key(request))
+        await self._store(context).adelete(tuple(request.namespace), _store_key(request))
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
     async def StoreSearch(self, request, context):  # type: ignore[no-untyped-def]
-        items = await self.graphs.store.asearch(
+        items = await self._store(context).asearch(
             tuple(request.namespace_prefix),
             filter=codec.loads(request.filter_json, None),
             limit=request.limit or 10,
@@ -169,7 +176,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def StoreListNamespaces(self, request, context):  # type: ignore[no-untyped-def]
-        namespaces = await self.graphs.store.alist_namespaces(
+        namespaces = await self._store(context).alist_namespaces(
             prefix=tuple(request.prefix) or None,
             suffix=tuple(request.suffix) or None,
             max_depth=request.max_depth or None,

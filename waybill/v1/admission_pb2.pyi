@@ -60,20 +60,22 @@ class SearchThreadsResponse(_message.Message):
     def __init__(self, threads: _Optional[_Iterable[_Union[_common_pb2.Thread, _Mapping]]] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
-    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists")
+    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists", "idempotency_key")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
     KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     MULTITASK_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     assistant_id: str
     kwargs_json: bytes
     metadata_json: bytes
     multitask_strategy: _common_pb2.MultitaskStrategy
     if_not_exists: str
-    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("thread_id", "run_id")

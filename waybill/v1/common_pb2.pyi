@@ -36,7 +36,7 @@ MULTITASK_STRATEGY_ROLLBACK: MultitaskStrategy
 MULTITASK_STRATEGY_ENQUEUE: MultitaskStrategy
 
 class Thread(_message.Message):
-    __slots__ = ("thread_id", "created_at", "updated_at", "metadata_json", "status", "values_json", "interrupts_json")
+    __slots__ = ("thread_id", "created_at", "updated_at", "metadata_json", "status", "values_json", "interrupts_json", "owner_id")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,7 @@ class Thread(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
     INTERRUPTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     created_at: str
     updated_at: str
@@ -51,10 +52,11 @@ class Thread(_message.Message):
     status: str
     values_json: bytes
     interrupts_json: bytes
-    def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ...) -> None: ...
+    owner_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., owner_id: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason", "cancel_action")
+    __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason", "cancel_action", "owner_id")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +71,7 @@ class Run(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     CANCEL_ACTION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     thread_id: str
     assistant_id: str
@@ -83,7 +86,8 @@ class Run(_message.Message):
     attempt: int
     stop_reason: str
     cancel_action: str
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., multitask_strategy: _Optional[_Union[MultitaskStrategy, str]] = ..., metadata_json: _Optional[bytes] = ..., kwargs_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., epoch: _Optional[int] = ..., attempt: _Optional[int] = ..., stop_reason: _Optional[str] = ..., cancel_action: _Optional[str] = ...) -> None: ...
+    owner_id: str
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., multitask_strategy: _Optional[_Union[MultitaskStrategy, str]] = ..., metadata_json: _Optional[bytes] = ..., kwargs_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., epoch: _Optional[int] = ..., attempt: _Optional[int] = ..., stop_reason: _Optional[str] = ..., cancel_action: _Optional[str] = ..., owner_id: _Optional[str] = ...) -> None: ...
 
 class RunError(_message.Message):
     __slots__ = ("error", "message")

@@ -1,0 +1,107 @@
+"""Who is asking: the principal the gateway authenticated, as every service sees it.
+
+The gateway resolves an API key to a `Principal` and sends it with every gRPC
+call as metadata (`waybill-user`, `waybill-role`, `waybill-scopes`, and
+`waybill-channel` for channel adapters). Services read it back with
+`caller_of(context)`. A call without it comes from another service (a runner
+reporting a run's end, the scheduler) and is trusted: the services listen on
+the internal network only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SCOPES = (
+    "threads:read",
+    "threads:write",
+    "threads:delete",
+    "runs:create",
+    "runs:read",
+    "runs:cancel",
+    "store:read",
+    "store:write",
+    "crons:write",
+    "admin",  # every scope, and every user's resources
+)
+
+USER_KEY = "waybill-user"
+ROLE_KEY = "waybill-role"
+SCOPES_KEY = "waybill-scopes"
+CHANNEL_KEY = "waybill-channel"
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: str
+    role: str = "user"
+    scopes: frozenset[str] = field(default_factory=frozenset)
+    # Set when a channel adapter or the scheduler acts on behalf of `user_id`:
+    # who on the platform sent the message, e.g. {"platform": "slack", "user": "U1"}.
+    channel: dict[str, str] | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.scopes
+
+    def allows(self, scope: str) -> bool:
+        return self.is_admin or scope in self.scopes
+
+    @property
+    def owner_filter(self) -> str | None:
+        """The owner whose resources this principal may see; None means all (admin)."""
+        return None if self.is_admin else self.user_id
+
+    def identity(self) -> dict[str, Any]:
+        """What a run's context carries about who started it (injected, never sent)."""
+        found: dict[str, Any] = {"user_id": self.user_id, "role": self.role}
+        if self.channel:
+            found["channel"] = dict(self.channel)
+        return found
+
+    def to_metadata(self) -> list[tuple[str, str]]:
+        pairs = [
+            (USER_KEY, self.user_id),
+            (ROLE_KEY, self.role),
+            (SCOPES_KEY, ",".join(sorted(self.scopes))),
+        ]
+        if self.channel:
+            pairs.append((CHANNEL_KEY, json.dumps(self.channel, sort_keys=True)))
+        return pairs
+
+    @classmethod
+    def from_metadata(cls, metadata: Iterable[tuple[str, Any]]) -> Principal | None:
+        found = {key: value for key, value in metadata if isinstance(value, str)}
+        user_id = found.get(USER_KEY)
+        if not user_id:
+            return None
+        channel = json.loads(found[CHANNEL_KEY]) if found.get(CHANNEL_KEY) else None
+        return cls(
+            user_id=user_id,
+            role=found.get(ROLE_KEY, "user"),
+            scopes=frozenset(s for s in found.get(SCOPES_KEY, "").split(",") if s),
+            channel=channel,
+        )
+
+
+def every_scope() -> frozenset[str]:
+    return frozenset(SCOPES)
+
+
+# The one user of a deployment that runs with auth off (the embedded default).
+LOCAL_USER = Principal(user_id="local", role="admin", scopes=every_scope())
+
+
+def caller_of(context: Any) -> Principal | None:
+    """The principal of an incoming gRPC call, or None for a service-to-service call."""
+    metadata: Sequence[tuple[str, Any]] = context.invocation_metadata() or ()
+    return Principal.from_metadata(metadata)
+
+
+def owner_filter(context: Any) -> str | None:
+    """The owner a call is confined to; None for admins and other services."""
+    caller = caller_of(context)
+    return None if caller is None else caller.owner_filter

@@ -1,0 +1,241 @@
+"""Who may call which endpoint.
+
+An API key (`x-api-key: <key>` or `Authorization: Bearer <key>`) names a
+principal from the config; only the keys' SHA-256 digests are kept. The
+internal token (channel adapters, the scheduler) must name the owner it acts
+for in `x-waybill-on-behalf-of`, and then has exactly that owner's rights.
+With no keys configured, every request is the one local user (the embedded
+default), and the gateway says so at start-up.
+
+Each endpoint needs one scope, listed in `ROUTE_SCOPES`; an endpoint missing
+from the table is refused (tests check that every route has an entry). The
+principal travels to the services as gRPC metadata, added by the interceptors
+below to every call made while serving the request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from fastapi import HTTPException, Request
+
+from common.identity import LOCAL_USER, SCOPES, Principal, every_scope
+from common.settings import Settings
+
+log = logging.getLogger("waybill.gateway.auth")
+
+ON_BEHALF_OF_HEADER = "x-waybill-on-behalf-of"
+CHANNEL_HEADER = "x-waybill-channel"
+
+READ_ONLY = ("threads:read", "runs:read", "store:read")
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    "admin": every_scope(),
+    "user": frozenset(s for s in SCOPES if s != "admin"),
+    "reader": frozenset(READ_ONLY),
+}
+
+AUTHENTICATED = ""  # any authenticated principal may call it
+
+T, R = "threads/{thread_id}", "threads/{thread_id}/runs/{run_id}"
+ROUTE_SCOPES: dict[tuple[str, str], str] = {
+    ("POST", "/threads"): "threads:write",
+    ("POST", "/threads/search"): "threads:read",
+    ("POST", "/threads/count"): "threads:read",
+    ("GET", f"/{T}"): "threads:read",
+    ("PATCH", f"/{T}"): "threads:write",
+    ("DELETE", f"/{T}"): "threads:delete",
+    ("GET", f"/{T}/state"): "threads:read",
+    ("GET", f"/{T}/state/{{checkpoint_id}}"): "threads:read",
+    ("POST", f"/{T}/state"): "threads:write",
+    ("POST", f"/{T}/history"): "threads:read",
+    ("POST", f"/{T}/copy"): "threads:write",
+    ("POST", f"/{T}/runs"): "runs:create",
+    ("POST", f"/{T}/runs/stream"): "runs:create",
+    ("POST", f"/{T}/runs/wait"): "runs:create",
+    ("GET", f"/{T}/runs"): "runs:read",
+    ("GET", f"/{R}"): "runs:read",
+    ("DELETE", f"/{R}"): "runs:cancel",
+    ("GET", f"/{R}/stream"): "runs:read",
+    ("GET", f"/{R}/join"): "runs:read",
+    ("POST", f"/{R}/cancel"): "runs:cancel",
+    ("POST", "/runs"): "runs:create",
+    ("POST", "/runs/stream"): "runs:create",
+    ("POST", "/runs/wait"): "runs:create",
+    ("POST", "/runs/batch"): "runs:create",
+    ("POST", "/runs/cancel"): "runs:cancel",
+    ("POST", "/assistants/search"): AUTHENTICATED,
+    ("POST", "/assistants/count"): AUTHENTICATED,
+    ("GET", "/assistants/{assistant_id}"): AUTHENTICATED,
+    ("GET", "/assistants/{assistant_id}/graph"): AUTHENTICATED,
+    ("GET", "/assistants/{assistant_id}/schemas"): AUTHENTICATED,
+    ("GET", "/assistants/{assistant_id}/subgraphs"): AUTHENTICATED,
+    ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}"): AUTHENTICATED,
+    ("POST", "/assistants/{assistant_id}/versions"): AUTHENTICATED,
+    ("POST", "/assistants"): "admin",
+    ("PATCH", "/assistants/{assistant_id}"): "admin",
+    ("DELETE", "/assistants/{assistant_id}"): "admin",
+    ("POST", "/assistants/{assistant_id}/latest"): "admin",
+    ("PUT", "/store/items"): "store:write",
+    ("DELETE", "/store/items"): "store:write",
+    ("GET", "/store/items"): "store:read",
+    ("POST", "/store/items/search"): "store:read",
+    ("POST", "/store/namespaces"): "store:read",
+}
+
+# The principal of the request being served; the gRPC interceptors read it.
+CURRENT_PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "waybill_principal", default=None
+)
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass
+class KeyRing:
+    """API key digests -> principals; empty means auth is off."""
+
+    by_digest: dict[str, Principal]
+    internal_digest: str | None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KeyRing:
+        by_digest: dict[str, Principal] = {}
+        for spec in settings.principals():
+            if spec.role not in ROLE_SCOPES and spec.scopes is None:
+                raise ValueError(f"principal {spec.user_id}: unknown role {spec.role!r}")
+            unknown = set(spec.scopes or ()) - set(SCOPES)
+            if unknown:
+                raise ValueError(f"principal {spec.user_id}: unknown scopes {sorted(unknown)}")
+            scopes = frozenset(spec.scopes) if spec.scopes is not None else ROLE_SCOPES[spec.role]
+            principal = Principal(spec.user_id, spec.role, scopes)
+            by_digest[spec.key_sha256.lower()] = principal
+        if settings.api_key:
+            by_digest[digest(settings.api_key)] = Principal("admin", "admin", every_scope())
+        internal = digest(settings.internal_token) if settings.internal_token else None
+        return cls(by_digest, internal)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.by_digest or self.internal_digest)
+
+    def owner(self, user_id: str) -> Principal | None:
+        return next((p for p in self.by_digest.values() if p.user_id == user_id), None)
+
+    def authenticate(self, headers: Any) -> Principal:
+        if not self.enabled:
+            return LOCAL_USER
+        key = presented_key(headers)
+        if key is None:
+            raise unauthenticated(
+                "Missing API key: send it in the x-api-key header "
+                "or as 'Authorization: Bearer <key>'."
+            )
+        key_digest = digest(key)
+        if self.internal_digest and hmac.compare_digest(key_digest, self.internal_digest):
+            return self._on_behalf_of(headers)
+        principal = self.by_digest.get(key_digest)
+        if principal is None:
+            raise unauthenticated("Invalid API key.")
+        return principal
+
+    def _on_behalf_of(self, headers: Any) -> Principal:
+        """The internal token acts as a named owner, never with more than the owner's rights."""
+        user_id = headers.get(ON_BEHALF_OF_HEADER)
+        if not user_id:
+            raise HTTPException(
+                403, f"The internal token must name the owner it acts for in {ON_BEHALF_OF_HEADER}."
+            )
+        owner = self.owner(user_id)
+        if owner is None:
+            raise HTTPException(
+                403, f"{ON_BEHALF_OF_HEADER}: no principal '{user_id}' is configured."
+            )
+        return Principal(owner.user_id, owner.role, owner.scopes, channel_of(headers))
+
+
+def channel_of(headers: Any) -> dict[str, str] | None:
+    raw = headers.get(CHANNEL_HEADER)
+    if not raw:
+        return None
+    try:
+        channel = json.loads(raw)
+    except ValueError:
+        channel = None
+    if not isinstance(channel, dict) or not all(isinstance(v, str) for v in channel.values()):
+        raise HTTPException(422, f"{CHANNEL_HEADER} must be a JSON object of strings.")
+    return channel
+
+
+def presented_key(headers: Any) -> str | None:
+    key = headers.get("x-api-key")
+    if key:
+        return str(key)
+    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+def unauthenticated(message: str) -> HTTPException:
+    return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def required_scope(method: str, path: str) -> str | None:
+    """The scope an endpoint needs ("" for any principal); None when it has no rule."""
+    return ROUTE_SCOPES.get((method, path))
+
+
+async def authorize(request: Request) -> Principal:
+    """The dependency every API router has: authenticate, then check the route's scope."""
+    keyring: KeyRing = request.app.state.keyring
+    principal = keyring.authenticate(request.headers)
+    route = request.scope.get("route")
+    scope = required_scope(request.method, getattr(route, "path", ""))
+    if scope is None:
+        raise HTTPException(403, f"{request.method} {request.url.path} has no permission rule.")
+    if scope and not principal.allows(scope):
+        raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
+    request.state.principal = principal
+    CURRENT_PRINCIPAL.set(principal)
+    return principal
+
+
+# ---- carrying the principal to the services -----------------------------------
+
+
+def _with_principal(details: Any) -> Any:
+    principal = CURRENT_PRINCIPAL.get()
+    if principal is None:
+        return details
+    metadata = list(details.metadata or ()) + principal.to_metadata()
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class UnaryPrincipal(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return await continuation(_with_principal(details), request)
+
+
+class StreamPrincipal(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return await continuation(_with_principal(details), request)
+
+
+def principal_interceptors() -> list[Any]:
+    return [UnaryPrincipal(), StreamPrincipal()]

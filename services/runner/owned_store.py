@@ -1,0 +1,116 @@
+"""Each user's own view of LangGraph's store.
+
+Store namespaces belong to users: an item a user puts at ("memories",) is kept
+at ("users", <user_id>, "memories"), and everything that user reads, searches
+or lists is confined to that prefix, which is stripped again on the way out.
+The API (through `caller_of`) and a graph at run time (through its run's
+owner) see the same namespaces, and neither can reach another user's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+USERS = "users"
+
+
+class OwnedStore(BaseStore):
+    def __init__(self, inner: BaseStore, owner_id: str) -> None:
+        self.inner = inner
+        self.prefix: tuple[str, ...] = (USERS, owner_id)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        return self._results(ops, self.inner.batch([self._confine(op) for op in ops]))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        return self._results(ops, await self.inner.abatch([self._confine(op) for op in ops]))
+
+    # ---- into the owner's prefix ----------------------------------------------------
+
+    def _confine(self, op: Op) -> Op:
+        if isinstance(op, GetOp):
+            return GetOp(self.prefix + op.namespace, op.key, op.refresh_ttl)
+        if isinstance(op, PutOp):
+            return PutOp(self.prefix + op.namespace, op.key, op.value, op.index, op.ttl)
+        if isinstance(op, SearchOp):
+            return SearchOp(
+                self.prefix + op.namespace_prefix,
+                op.filter,
+                op.limit,
+                op.offset,
+                op.query,
+                op.refresh_ttl,
+            )
+        if isinstance(op, ListNamespacesOp):
+            return ListNamespacesOp(
+                self._conditions(op.match_conditions),
+                None if op.max_depth is None else op.max_depth + len(self.prefix),
+                op.limit,
+                op.offset,
+            )
+        raise TypeError(f"unknown store operation {type(op).__name__}")
+
+    def _conditions(
+        self, conditions: tuple[MatchCondition, ...] | None
+    ) -> tuple[MatchCondition, ...]:
+        """A user's prefix condition starts at their own root; suffixes stay as they are."""
+        given = list(conditions or ())
+        prefixes = [c for c in given if c.match_type == "prefix"]
+        others = [c for c in given if c.match_type != "prefix"]
+        if not prefixes:
+            prefixes = [MatchCondition("prefix", ())]
+        confined = [MatchCondition("prefix", self.prefix + tuple(c.path)) for c in prefixes]
+        return tuple(confined + others)
+
+    # ---- and back out of it -----------------------------------------------------------
+
+    def _strip(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        return namespace[len(self.prefix) :]
+
+    def _item(self, item: Any) -> Any:
+        if isinstance(item, SearchItem):
+            return SearchItem(
+                self._strip(item.namespace),
+                item.key,
+                item.value,
+                item.created_at,
+                item.updated_at,
+                item.score,
+            )
+        if isinstance(item, Item):
+            return Item(
+                value=item.value,
+                key=item.key,
+                namespace=self._strip(item.namespace),
+                created_at=item.created_at,
+                updated_at=item.updated_at,
+            )
+        return item
+
+    def _results(self, ops: list[Op], results: list[Result]) -> list[Result]:
+        out: list[Result] = []
+        for op, result in zip(ops, results, strict=True):
+            found: Any = result
+            if isinstance(op, SearchOp):
+                out.append([self._item(item) for item in found or []])
+            elif isinstance(op, ListNamespacesOp):
+                out.append([self._strip(tuple(n)) for n in found or []])
+            else:
+                out.append(self._item(found))
+        return out

@@ -1,0 +1,331 @@
+"""Who may do what: API keys, scopes, owners, the internal principal, and the
+order of StartRun's checks. One stack with auth on, on Postgres."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import yaml
+
+from tests.stacks import fresh_postgres_database, running_stack, stack_env
+
+KEYS = {
+    "alice": "alice-key-0001",
+    "bob": "bob-key-0002",
+    "reader": "reader-key-0003",
+    "creator": "creator-key-0004",  # may create runs, but not cancel any
+}
+ADMIN_KEY = "admin-key-0000"
+INTERNAL_TOKEN = "internal-token-0005"
+
+
+def principals() -> list[dict[str, Any]]:
+    def entry(user_id: str, **extra: Any) -> dict[str, Any]:
+        digest = hashlib.sha256(KEYS[user_id].encode()).hexdigest()
+        return {"user_id": user_id, "key_sha256": digest, **extra}
+
+    return [
+        entry("alice"),
+        entry("bob"),
+        entry("reader", role="reader"),
+        entry("creator", scopes=["threads:read", "threads:write", "runs:create", "runs:read"]),
+    ]
+
+
+@dataclass
+class AuthStack:
+    url: str
+    database_url: str  # psycopg form, for counting rows
+
+    def count(self, table: str) -> int:
+        with psycopg.connect(self.database_url) as conn:
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
+        assert row is not None
+        return int(row[0])
+
+
+@pytest.fixture(scope="module")
+def auth_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthStack]:
+    data_dir = tmp_path_factory.mktemp("auth-stack")
+    config = data_dir / "waybill.yaml"
+    config.write_text(yaml.safe_dump({"auth": {"principals": principals()}}))
+    with fresh_postgres_database() as url:
+        env = stack_env(
+            data_dir,
+            url,
+            WAYBILL_CONFIG=str(config),
+            WAYBILL_API_KEY=ADMIN_KEY,
+            WAYBILL_INTERNAL_TOKEN=INTERNAL_TOKEN,
+            WAYBILL_SECRETS_KEY="pM0SmMQ0PyMXd0Qp-9D2vBc3cFdNhMd9k3LqRymnYkI=",
+        )
+        with running_stack(env, data_dir) as stack:
+            yield AuthStack(stack.url, url.replace("postgresql+asyncpg://", "postgresql://"))
+
+
+def as_user(stack: AuthStack, user: str) -> httpx.AsyncClient:
+    key = ADMIN_KEY if user == "admin" else KEYS[user]
+    return httpx.AsyncClient(base_url=stack.url, headers={"x-api-key": key}, timeout=30)
+
+
+@pytest.fixture
+async def alice(auth_stack: AuthStack) -> AsyncIterator[httpx.AsyncClient]:
+    async with as_user(auth_stack, "alice") as client:
+        yield client
+
+
+@pytest.fixture
+async def bob(auth_stack: AuthStack) -> AsyncIterator[httpx.AsyncClient]:
+    async with as_user(auth_stack, "bob") as client:
+        yield client
+
+
+async def thread_with_a_run(client: httpx.AsyncClient, **run: Any) -> tuple[str, dict[str, Any]]:
+    thread_id = (await client.post("/threads", json={})).json()["thread_id"]
+    body = {"assistant_id": "whoami", "input": {"question": "who?"}, **run}
+    reply = await client.post(f"/threads/{thread_id}/runs/wait", json=body)
+    assert reply.status_code == 200, reply.text
+    return thread_id, reply.json()
+
+
+# ---- keys ----------------------------------------------------------------------------
+
+
+async def test_health_stays_open_and_the_api_needs_a_key(auth_stack: AuthStack) -> None:
+    async with httpx.AsyncClient(base_url=auth_stack.url) as anonymous:
+        assert (await anonymous.get("/ok")).status_code == 200
+        missing = await anonymous.post("/threads/search", json={})
+        assert missing.status_code == 401
+        assert "x-api-key" in missing.json()["detail"]
+        wrong = await anonymous.post("/threads/search", json={}, headers={"x-api-key": "nope"})
+        assert wrong.status_code == 401
+        assert wrong.json()["detail"] == "Invalid API key."
+        bearer = await anonymous.post(
+            "/threads/search", json={}, headers={"Authorization": f"Bearer {KEYS['alice']}"}
+        )
+        assert bearer.status_code == 200
+
+
+async def test_a_scope_the_key_lacks_is_403_naming_it(auth_stack: AuthStack) -> None:
+    async with as_user(auth_stack, "reader") as reader:
+        refused = await reader.post("/threads", json={})
+        assert refused.status_code == 403
+        assert "threads:write" in refused.json()["detail"]
+        assert (await reader.post("/threads/search", json={})).status_code == 200
+
+
+def test_every_route_has_a_permission_rule() -> None:
+    from fastapi.routing import APIRoute
+
+    from gateway.app import create_app
+    from gateway.auth import required_scope
+
+    missing = [
+        (method, route.path)
+        for route in create_app().routes
+        if isinstance(route, APIRoute) and route.path not in ("/ok", "/info")
+        for method in route.methods
+        if required_scope(method, route.path) is None
+    ]
+    assert missing == []
+
+
+# ---- owners -------------------------------------------------------------------------
+
+
+async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    thread_id, _ = await thread_with_a_run(alice)
+    run_id = (await alice.get(f"/threads/{thread_id}/runs")).json()[0]["run_id"]
+    history = (await alice.post(f"/threads/{thread_id}/history", json={"limit": 1})).json()
+    checkpoint_id = history[0]["checkpoint"]["checkpoint_id"]
+    run_body = {"assistant_id": "whoami", "input": {"question": "mine now?"}}
+    t, r = f"/threads/{thread_id}", f"/threads/{thread_id}/runs/{run_id}"
+    attempts = [
+        ("GET", t, None),
+        ("PATCH", t, {"metadata": {"stolen": True}}),
+        ("DELETE", t, None),
+        ("GET", f"{t}/state", None),
+        ("GET", f"{t}/state/{checkpoint_id}", None),
+        ("POST", f"{t}/state", {"values": {"question": "edited"}}),
+        ("POST", f"{t}/history", {"limit": 5}),
+        ("POST", f"{t}/copy", None),
+        ("GET", f"{t}/runs", None),
+        ("POST", f"{t}/runs", run_body),
+        ("POST", f"{t}/runs/wait", run_body),
+        ("POST", f"{t}/runs/stream", run_body),
+        ("GET", r, None),
+        ("GET", f"{r}/join", None),
+        ("GET", f"{r}/stream", None),
+        ("POST", f"{r}/cancel", None),
+        ("DELETE", r, None),
+    ]
+    for method, path, body in attempts:
+        reply = await bob.request(method, path, json=body)
+        assert reply.status_code == 404, (method, path, reply.status_code, reply.text)
+    # Nothing of alice's changed, and bob's searches do not show it.
+    thread = (await alice.get(t)).json()
+    assert "stolen" not in thread["metadata"]
+    assert thread["values"]["question"] == "who?"
+    assert len((await alice.get(f"{t}/runs")).json()) == 1
+    found = (await bob.post("/threads/search", json={"limit": 1000})).json()
+    assert thread_id not in {item["thread_id"] for item in found}
+
+
+async def test_an_admin_sees_every_users_threads(
+    auth_stack: AuthStack, alice: httpx.AsyncClient
+) -> None:
+    thread_id, _ = await thread_with_a_run(alice)
+    async with as_user(auth_stack, "admin") as admin:
+        assert (await admin.get(f"/threads/{thread_id}")).status_code == 200
+
+
+async def test_store_namespaces_belong_to_their_user(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    item = {"namespace": ["prefs"], "key": "theme", "value": {"color": "green"}}
+    assert (await alice.put("/store/items", json=item)).status_code == 204
+    mine = await alice.get("/store/items", params={"namespace": "prefs", "key": "theme"})
+    assert mine.json()["value"] == {"color": "green"}
+    assert mine.json()["namespace"] == ["prefs"]
+    theirs = await bob.get("/store/items", params={"namespace": "prefs", "key": "theme"})
+    assert theirs.status_code == 404
+    searched = await bob.post("/store/items/search", json={"namespace_prefix": ["prefs"]})
+    assert searched.json()["items"] == []
+    listed = (await bob.post("/store/namespaces", json={})).json()["namespaces"]
+    assert ["prefs"] not in listed
+    # A graph at run time sees the same, per-user store as its run's owner.
+    await thread_with_a_run(bob, context={"note": "bob was here"})
+    note = await bob.get("/store/items", params={"namespace": "notes", "key": "last"})
+    assert note.json()["value"] == {"text": "bob was here"}
+    unseen = await alice.get("/store/items", params={"namespace": "notes", "key": "last"})
+    assert unseen.status_code == 404 or unseen.json()["value"] != {"text": "bob was here"}
+
+
+# ---- identity in the run ---------------------------------------------------------------
+
+
+async def test_the_server_injects_identity_and_the_client_cannot_forge_it(
+    bob: httpx.AsyncClient,
+) -> None:
+    _, values = await thread_with_a_run(
+        bob,
+        context={"user_id": "alice", "role": "admin", "unknown_key": 1},
+        config={"configurable": {"user_id": "alice"}},
+    )
+    assert values["identity"] == {"user_id": "bob", "role": "user", "channel": None}
+    assert "unknown_key" not in values["context_keys"]
+
+
+async def test_the_internal_principal_acts_only_as_the_owner_it_names(
+    auth_stack: AuthStack, alice: httpx.AsyncClient
+) -> None:
+    thread_id, _ = await thread_with_a_run(alice)
+    internal = {"x-api-key": INTERNAL_TOKEN}
+    async with httpx.AsyncClient(base_url=auth_stack.url, timeout=30) as raw:
+        nameless = await raw.get(f"/threads/{thread_id}", headers=internal)
+        assert nameless.status_code == 403
+        for_bob = {**internal, "x-waybill-on-behalf-of": "bob"}
+        assert (await raw.get(f"/threads/{thread_id}", headers=for_bob)).status_code == 404
+        channel = '{"platform": "telegram", "chat_user": "4711"}'
+        for_alice = {**internal, "x-waybill-on-behalf-of": "alice", "x-waybill-channel": channel}
+        assert (await raw.get(f"/threads/{thread_id}", headers=for_alice)).status_code == 200
+        reply = await raw.post(
+            f"/threads/{thread_id}/runs/wait",
+            headers=for_alice,
+            json={"assistant_id": "whoami", "input": {"question": "from chat"}},
+        )
+    assert reply.json()["identity"] == {
+        "user_id": "alice",
+        "role": "user",
+        "channel": {"platform": "telegram", "chat_user": "4711"},
+    }
+
+
+async def test_request_secrets_are_sealed_at_rest_and_redacted_in_reads(
+    auth_stack: AuthStack, alice: httpx.AsyncClient
+) -> None:
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    thread_id, values = await thread_with_a_run(alice, context={"secrets": {"github": secret}})
+    assert values["secret_digests"] == {"github": hashlib.sha256(secret.encode()).hexdigest()}
+    run = (await alice.get(f"/threads/{thread_id}/runs")).json()[0]
+    assert run["kwargs"]["context"]["secrets"] == {"github": "[redacted]"}
+    with psycopg.connect(auth_stack.database_url) as conn:
+        stored = conn.execute(
+            "SELECT kwargs::text FROM runs WHERE run_id = %s", (run["run_id"],)
+        ).fetchone()
+    assert stored is not None and secret not in stored[0]
+
+
+# ---- StartRun: each check in its place, and nothing written on refusal --------------------
+
+
+async def test_start_run_checks_come_in_order_and_write_nothing(
+    auth_stack: AuthStack, alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    alices_thread, _ = await thread_with_a_run(alice)
+    bobs_thread = (await bob.post("/threads", json={})).json()["thread_id"]
+    secret_metadata = {"api_key": "x"}
+    cases: list[tuple[str, httpx.AsyncClient | None, str, dict[str, Any], int, str]] = [
+        # 1. interrupt/rollback need runs:cancel, before any other check
+        (
+            "creator",
+            None,
+            bobs_thread,
+            {"multitask_strategy": "interrupt", "metadata": secret_metadata},
+            403,
+            "runs:cancel",
+        ),
+        # 2. thread id shape (path parameter)
+        ("bob", bob, "not-a-uuid", {"metadata": secret_metadata}, 422, "thread_id"),
+        # 3. the secret scan comes before the model allowlist
+        (
+            "bob",
+            bob,
+            bobs_thread,
+            {"metadata": secret_metadata, "context": {"model_name": "gpt-99"}},
+            422,
+            "metadata.api_key",
+        ),
+        (
+            "bob",
+            bob,
+            bobs_thread,
+            {"config": {"configurable": {"note": "sk-" + "a" * 40}}},
+            422,
+            "config.configurable.note",
+        ),
+        # 4. the model allowlist comes before ownership
+        ("bob", bob, alices_thread, {"context": {"model_name": "gpt-99"}}, 400, "scripted"),
+        # 5. someone else's thread, before the checkpoint is looked at
+        ("bob", bob, alices_thread, {"checkpoint_id": str(uuid.uuid4())}, 404, "not found"),
+        # 7. the checkpoint must belong to the thread
+        ("bob", bob, bobs_thread, {"checkpoint_id": str(uuid.uuid4())}, 404, "Checkpoint"),
+        (
+            "bob",
+            bob,
+            bobs_thread,
+            {"checkpoint": {"thread_id": alices_thread, "checkpoint_id": "x"}},
+            400,
+            "belongs",
+        ),
+    ]
+    runs_before, threads_before = auth_stack.count("runs"), auth_stack.count("threads")
+    for user, client, thread_id, extra, status, words in cases:
+        body = {"assistant_id": "whoami", "input": {"question": "?"}, **extra}
+        if client is None:
+            async with as_user(auth_stack, user) as own:
+                reply = await own.post(f"/threads/{thread_id}/runs", json=body)
+        else:
+            reply = await client.post(f"/threads/{thread_id}/runs", json=body)
+        assert reply.status_code == status, (user, extra, reply.text)
+        assert words in str(reply.json()["detail"]), (words, reply.text)
+    assert auth_stack.count("runs") == runs_before
+    assert auth_stack.count("threads") == threads_before
