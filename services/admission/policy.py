@@ -8,8 +8,8 @@ from typing import Any
 
 from common import codec
 from common.errors import invalid, refused
-from services.admission.assistants import AssistantCatalog
-from services.admission.records import RunRecord
+from services.admission.assistants import with_assistant_defaults
+from services.admission.records import AssistantRecord, RunRecord
 from waybill.v1 import admission_pb2, common_pb2
 
 
@@ -30,10 +30,11 @@ def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
 
 def build_run(
     request: admission_pb2.StartRunRequest,
-    assistants: AssistantCatalog,
+    assistant: AssistantRecord,
     allowed_models: list[str],
 ) -> RunRecord:
-    """Validate a StartRun request and return the pending record to insert."""
+    """Validate a StartRun request for `assistant` (resolved from its assistant_id)
+    and return the pending record to insert, with the assistant's defaults merged in."""
     if not codec.is_uuid(request.thread_id):
         raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
     strategy = codec.MULTITASK_NAMES.get(
@@ -43,14 +44,14 @@ def build_run(
     metadata = codec.loads(request.metadata_json, {})
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):
         raise invalid("kwargs and metadata must be JSON objects.")
-    assistant_id, graph_id = assistants.resolve_for_run(request.assistant_id)
+    kwargs = with_assistant_defaults(kwargs, assistant)
     check_model_allowed(kwargs, allowed_models)
     now = codec.now_utc()
     return RunRecord(
         run_id=str(uuid.uuid4()),
         thread_id=request.thread_id,
-        assistant_id=assistant_id,
-        graph_id=graph_id,
+        assistant_id=assistant.assistant_id,
+        graph_id=assistant.graph_id,
         status="pending",
         multitask_strategy=strategy,
         metadata=metadata,
