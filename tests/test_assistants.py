@@ -4,6 +4,7 @@ set_latest, search, count, delete), and runs that take their defaults."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -135,6 +136,30 @@ async def test_duplicate_create_is_409_unless_do_nothing(
 
     with pytest.raises(ConflictError):  # a system assistant's id is taken too
         await client.assistants.create("configured", assistant_id=system_assistant_id("nested"))
+
+
+async def test_concurrent_writes_each_get_their_own_outcome(
+    client: LangGraphClient, suite: dict[str, str]
+) -> None:
+    assistant = await client.assistants.create("configured", metadata=suite)
+    patched = await asyncio.gather(
+        *(client.assistants.update(assistant["assistant_id"], metadata={"n": n}) for n in range(8))
+    )
+    assert sorted(p["version"] for p in patched) == list(range(2, 10))
+    versions = await client.assistants.get_versions(assistant["assistant_id"], limit=100)
+    assert [v["version"] for v in versions] == list(range(9, 0, -1))
+
+    # Racing creates of one id: one wins, the others are told it exists.
+    assistant_id = str(uuid.uuid4())
+    outcomes = await asyncio.gather(
+        *(
+            client.assistants.create("configured", assistant_id=assistant_id, metadata=suite)
+            for _ in range(6)
+        ),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(o, dict) for o in outcomes) == 1
+    assert all(isinstance(o, ConflictError) for o in outcomes if not isinstance(o, dict))
 
 
 async def test_search_and_count(client: LangGraphClient, suite: dict[str, str]) -> None:
