@@ -44,7 +44,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         allow_origins=origins,
         allow_methods=["*"],
         allow_headers=["*"],
-        expose_headers=["Content-Location", "Location"],
+        # X-Pagination-*: LangGraph Platform's paging of searches (the SDK reads Next).
+        expose_headers=["Content-Location", "Location", "X-Pagination-Next", "X-Pagination-Total"],
     )
 
     @app.get("/ok")

@@ -93,11 +93,64 @@ class StoreNamespaces(Envelope):
     offset: int = Field(default=0, ge=0)
 
 
-class AssistantSearch(Envelope):
+AssistantField = Literal[
+    "assistant_id",
+    "graph_id",
+    "name",
+    "description",
+    "config",
+    "context",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "version",
+]
+
+
+class AssistantCreate(Envelope):
+    graph_id: str = Field(min_length=1)
+    assistant_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantPatch(Envelope):
+    """Only what is given changes; metadata is merged into the stored metadata."""
+
     graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+    description: str | None = None
+
+
+class AssistantCount(Envelope):
+    graph_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+
+
+class AssistantSearch(AssistantCount):
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[AssistantField] | None = None
+
+
+class AssistantVersionsSearch(Envelope):
     metadata: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
+
+
+class AssistantVersionChange(Envelope):
+    version: int = Field(ge=1)
 
 
 class RunCreate(Envelope):

@@ -1,33 +1,51 @@
-"""/assistants: the system assistant of each graph, its drawable graph and schemas."""
+"""/assistants: create, read, patch (each patch a new version), delete, search and
+count assistants; list and choose versions; the drawable graph and schemas of an
+assistant's graph. A graph's system assistant is read-only (409 on a change)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 
 from common import codec
 from gateway.peers import call
 from gateway.routes.threads import peers_of
-from gateway.schemas import AssistantSearch
+from gateway.schemas import (
+    AssistantCount,
+    AssistantCreate,
+    AssistantPatch,
+    AssistantSearch,
+    AssistantVersionChange,
+    AssistantVersionsSearch,
+)
 from waybill.v1 import admission_pb2, runner_pb2
 
 router = APIRouter(tags=["assistants"])
 
 
-def assistant_to_dict(assistant: admission_pb2.Assistant) -> dict[str, Any]:
+def version_to_dict(assistant: admission_pb2.Assistant) -> dict[str, Any]:
+    """LangGraph's AssistantVersion: an assistant as it was at one version."""
     return {
         "assistant_id": assistant.assistant_id,
         "graph_id": assistant.graph_id,
         "name": assistant.name,
         "description": assistant.description or None,
         "config": codec.loads(assistant.config_json, {}),
-        "context": {},
+        "context": codec.loads(assistant.context_json, {}),
         "metadata": codec.loads(assistant.metadata_json, {}),
         "created_at": assistant.created_at,
-        "updated_at": assistant.updated_at,
         "version": assistant.version,
     }
+
+
+def assistant_to_dict(assistant: admission_pb2.Assistant) -> dict[str, Any]:
+    return {**version_to_dict(assistant), "updated_at": assistant.updated_at}
+
+
+def _json(value: dict[str, Any] | None) -> bytes:
+    """A JSON object for the wire; None (not given) is empty bytes."""
+    return codec.dumps(value) if value is not None else b""
 
 
 async def _assistant(request: Request, assistant_id: str) -> admission_pb2.Assistant:
@@ -38,16 +56,137 @@ async def _assistant(request: Request, assistant_id: str) -> admission_pb2.Assis
     )
 
 
-@router.post("/assistants/search")
-async def search_assistants(body: AssistantSearch, request: Request) -> list[dict[str, Any]]:
-    reply = await call(
-        peers_of(request).admission.SearchAssistants(
-            admission_pb2.SearchAssistantsRequest(
-                graph_id=body.graph_id or "", limit=body.limit, offset=body.offset
+@router.post("/assistants")
+async def create_assistant(body: AssistantCreate, request: Request) -> dict[str, Any]:
+    created = await call(
+        peers_of(request).admission.CreateAssistant(
+            admission_pb2.CreateAssistantRequest(
+                assistant_id=body.assistant_id or "",
+                graph_id=body.graph_id,
+                config_json=_json(body.config),
+                context_json=_json(body.context),
+                metadata_json=_json(body.metadata),
+                name=body.name or "",
+                description=body.description or "",
+                if_exists=body.if_exists,
             )
         )
     )
-    return [assistant_to_dict(a) for a in reply.assistants]
+    return assistant_to_dict(created)
+
+
+@router.post("/assistants/search")
+async def search_assistants(
+    body: AssistantSearch, request: Request, response: Response
+) -> list[dict[str, Any]]:
+    reply = await call(
+        peers_of(request).admission.SearchAssistants(
+            admission_pb2.SearchAssistantsRequest(
+                graph_id=body.graph_id or "",
+                metadata_json=_json(body.metadata),
+                name=body.name or "",
+                limit=body.limit,
+                offset=body.offset,
+                sort_by=body.sort_by or "",
+                sort_order=body.sort_order or "",
+            )
+        )
+    )
+    # LangGraph Platform's pagination headers (the SDK reads X-Pagination-Next).
+    if reply.has_more:
+        next_offset = body.offset + body.limit
+        response.headers["X-Pagination-Next"] = str(next_offset)
+        response.headers["X-Pagination-Total"] = str(next_offset + 1)
+    else:
+        response.headers["X-Pagination-Total"] = str(body.offset + len(reply.assistants))
+    found = [assistant_to_dict(a) for a in reply.assistants]
+    if body.select:
+        found = [{k: v for k, v in a.items() if k in body.select} for a in found]
+    return found
+
+
+@router.post("/assistants/count")
+async def count_assistants(body: AssistantCount, request: Request) -> int:
+    reply = await call(
+        peers_of(request).admission.CountAssistants(
+            admission_pb2.CountAssistantsRequest(
+                graph_id=body.graph_id or "",
+                metadata_json=_json(body.metadata),
+                name=body.name or "",
+            )
+        )
+    )
+    return int(reply.count)
+
+
+@router.patch("/assistants/{assistant_id}")
+async def patch_assistant(
+    assistant_id: str, body: AssistantPatch, request: Request
+) -> dict[str, Any]:
+    patched = await call(
+        peers_of(request).admission.PatchAssistant(
+            admission_pb2.PatchAssistantRequest(
+                assistant_id=assistant_id,
+                graph_id=body.graph_id or "",
+                config_json=_json(body.config),
+                context_json=_json(body.context),
+                metadata_json=_json(body.metadata),
+                name=body.name,
+                description=body.description,
+            )
+        )
+    )
+    return assistant_to_dict(patched)
+
+
+@router.delete("/assistants/{assistant_id}", status_code=204)
+async def delete_assistant(
+    assistant_id: str, request: Request, delete_threads: bool = False
+) -> Response:
+    if delete_threads:
+        raise HTTPException(
+            422,
+            "delete_threads is not supported yet: delete the assistant's threads with "
+            "DELETE /threads/{thread_id} (POST /threads/search with "
+            '{"metadata": {"assistant_id": ...}} finds them).',
+        )
+    await call(
+        peers_of(request).admission.DeleteAssistant(
+            admission_pb2.DeleteAssistantRequest(assistant_id=assistant_id)
+        )
+    )
+    return Response(status_code=204)
+
+
+@router.post("/assistants/{assistant_id}/versions")
+async def list_assistant_versions(
+    assistant_id: str, body: AssistantVersionsSearch, request: Request
+) -> list[dict[str, Any]]:
+    reply = await call(
+        peers_of(request).admission.ListAssistantVersions(
+            admission_pb2.ListAssistantVersionsRequest(
+                assistant_id=assistant_id,
+                metadata_json=_json(body.metadata),
+                limit=body.limit,
+                offset=body.offset,
+            )
+        )
+    )
+    return [version_to_dict(v) for v in reply.versions]
+
+
+@router.post("/assistants/{assistant_id}/latest")
+async def set_latest_assistant_version(
+    assistant_id: str, body: AssistantVersionChange, request: Request
+) -> dict[str, Any]:
+    chosen = await call(
+        peers_of(request).admission.SetLatestAssistantVersion(
+            admission_pb2.SetLatestAssistantVersionRequest(
+                assistant_id=assistant_id, version=body.version
+            )
+        )
+    )
+    return assistant_to_dict(chosen)
 
 
 @router.get("/assistants/{assistant_id}")

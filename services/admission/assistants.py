@@ -1,56 +1,251 @@
-"""Assistants: one system assistant per registered graph, with LangGraph's stable id."""
+"""Assistants: a graph with default config and context, versioned.
+
+Every registered graph has a system assistant with LangGraph's stable id
+(uuid5 of the graph id), `metadata.created_by = "system"` and version 1; it is
+read-only, and a run by graph name uses it. Other assistants are created,
+patched (each patch a new version) and deleted through the API.
+"""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
+
+import grpc
 
 from common import codec
-from common.errors import invalid, not_found
-from waybill.v1 import admission_pb2
+from common.errors import ServiceError, invalid, not_found, refused
+from services.admission.assistant_store import AssistantFilter, AssistantStore
+from services.admission.records import AssistantRecord
 
 SYSTEM_CREATED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
+BOTH_CONFIGURABLE_AND_CONTEXT = (
+    "Cannot specify both configurable and context. Prefer setting context alone. "
+    "Context was introduced in LangGraph 0.6.0 and is the long term planned "
+    "replacement for configurable."
+)
+
+
+def read_only(assistant: AssistantRecord) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.ABORTED,
+        f"Assistant {assistant.assistant_id} is the system assistant of graph "
+        f"'{assistant.graph_id}' and cannot be changed or deleted; create an assistant "
+        f"with graph_id '{assistant.graph_id}' to give the graph other defaults.",
+    )
+
+
+def system_assistant(graph_id: str) -> AssistantRecord:
+    return AssistantRecord(
+        assistant_id=codec.system_assistant_id(graph_id),
+        graph_id=graph_id,
+        name=graph_id,
+        description=None,
+        config={"configurable": {}},
+        context={},
+        metadata={"created_by": "system"},
+        version=1,
+        created_at=SYSTEM_CREATED_AT,
+        updated_at=SYSTEM_CREATED_AT,
+    )
+
+
+def mirrored(
+    config: dict[str, Any], context: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """`config.configurable` and `context` mirror each other, as LangGraph Platform
+    keeps them; giving both is refused."""
+    config = dict(config)
+    configurable = config.get("configurable")
+    if configurable is not None and not isinstance(configurable, dict):
+        raise invalid("config.configurable must be a JSON object.")
+    if configurable and context:
+        raise refused(BOTH_CONFIGURABLE_AND_CONTEXT)
+    if configurable:
+        return config, dict(configurable)
+    if context:
+        config["configurable"] = dict(context)
+    return config, context
+
+
+def with_assistant_defaults(kwargs: dict[str, Any], assistant: AssistantRecord) -> dict[str, Any]:
+    """A run's kwargs over its assistant's defaults, merged as LangGraph Platform
+    merges them: config, its `configurable` and `context` key by key; the run wins."""
+    if not assistant.context and not any(assistant.config.values()):
+        return kwargs  # no defaults (a system assistant): the kwargs are kept as they came
+    config = kwargs.get("config") or {}
+    context = kwargs.get("context") or {}
+    if not isinstance(config, dict) or not isinstance(context, dict):
+        raise invalid("config and context must be JSON objects.")
+    configurable = config.get("configurable") or {}
+    if not isinstance(configurable, dict):
+        raise invalid("config.configurable must be a JSON object.")
+    return {
+        **kwargs,
+        "config": {
+            **assistant.config,
+            **config,
+            "configurable": {**(assistant.config.get("configurable") or {}), **configurable},
+        },
+        "context": {**assistant.context, **context},
+    }
+
+
+@dataclass
+class AssistantDraft:
+    """What a create request asks for."""
+
+    graph_id: str
+    config: dict[str, Any]
+    context: dict[str, Any]
+    metadata: dict[str, Any]
+    assistant_id: str = ""
+    name: str = ""
+    description: str = ""
+    if_exists: str = "raise"
+
+
+@dataclass
+class AssistantChanges:
+    """What a patch request asks for; None (or an empty config) keeps the value."""
+
+    graph_id: str | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+    description: str | None = None
+
+    def apply(self, current: AssistantRecord) -> AssistantRecord:
+        config, context = mirrored(self.config or {}, self.context)
+        return replace(
+            current,
+            graph_id=self.graph_id or current.graph_id,
+            config=config or current.config,
+            context=context if context is not None else current.context,
+            metadata={**current.metadata, **(self.metadata or {})},
+            name=self.name if self.name is not None else current.name,
+            description=self.description if self.description is not None else current.description,
+        )
+
 
 class AssistantCatalog:
-    def __init__(self, graph_ids: list[str]) -> None:
+    def __init__(self, graph_ids: list[str], store: AssistantStore) -> None:
         self.graph_ids = list(graph_ids)
-        self.by_id = {codec.system_assistant_id(graph_id): graph_id for graph_id in graph_ids}
+        self.store = store
+        self.system = {codec.system_assistant_id(g): system_assistant(g) for g in graph_ids}
+
+    async def start(self) -> None:
+        """Store the system assistants (an existing row is left as it is)."""
+        await self.store.ensure(list(self.system.values()))
+
+    def _known_graphs(self) -> str:
+        return ", ".join(self.graph_ids)
+
+    def check_graph(self, graph_id: str) -> None:
+        if graph_id not in self.graph_ids:
+            raise invalid(
+                f"graph_id '{graph_id}' names no graph; known graphs: {self._known_graphs()}."
+            )
 
     def graph_for(self, assistant_id: str) -> str | None:
         """Accept the assistant UUID or the graph name, as LangGraph Platform does."""
         if assistant_id in self.graph_ids:
             return assistant_id
-        return self.by_id.get(assistant_id)
+        found = self.system.get(assistant_id)
+        return found.graph_id if found else None
 
-    def resolve_for_run(self, assistant_id: str) -> tuple[str, str]:
+    async def find(self, assistant_id: str) -> AssistantRecord | None:
+        """The assistant by UUID (or a graph's system assistant by graph name).
+        System assistants are answered from memory: a run by graph name costs no query."""
         graph_id = self.graph_for(assistant_id)
-        if graph_id is None:
+        if graph_id is not None:
+            return self.system[codec.system_assistant_id(graph_id)]
+        if not codec.is_uuid(assistant_id):
+            return None
+        found = await self.store.get(str(uuid.UUID(assistant_id)))
+        if found is None or found.graph_id not in self.graph_ids:
+            return None  # an assistant of a graph this server does not serve is hidden
+        return found
+
+    async def resolve_for_run(self, assistant_id: str) -> AssistantRecord:
+        found = await self.find(assistant_id)
+        if found is None:
             raise invalid(
                 f"assistant_id '{assistant_id}' names no assistant or graph; "
-                f"known graphs: {', '.join(self.graph_ids)}."
+                f"known graphs: {self._known_graphs()}."
             )
-        return codec.system_assistant_id(graph_id), graph_id
+        return found
 
-    def get(self, assistant_id: str) -> admission_pb2.Assistant:
-        graph_id = self.graph_for(assistant_id)
-        if graph_id is None:
+    async def get(self, assistant_id: str) -> AssistantRecord:
+        found = await self.find(assistant_id)
+        if found is None:
             raise not_found(f"Assistant {assistant_id} not found.")
-        return self._assistant(graph_id)
+        return found
 
-    def search(self, graph_id: str, limit: int, offset: int) -> list[admission_pb2.Assistant]:
-        chosen = [g for g in self.graph_ids if not graph_id or g == graph_id]
-        return [self._assistant(g) for g in chosen[offset : offset + limit]]
+    async def _custom(self, assistant_id: str) -> AssistantRecord:
+        """An assistant that may be changed: found, and not a system assistant."""
+        found = await self.get(assistant_id)
+        if found.assistant_id in self.system:
+            raise read_only(found)
+        return found
 
-    @staticmethod
-    def _assistant(graph_id: str) -> admission_pb2.Assistant:
-        stamp = codec.iso(SYSTEM_CREATED_AT)
-        return admission_pb2.Assistant(
-            assistant_id=codec.system_assistant_id(graph_id),
-            graph_id=graph_id,
-            name=graph_id,
-            config_json=codec.dumps({"configurable": {}}),
-            metadata_json=codec.dumps({"created_by": "system"}),
-            created_at=stamp,
-            updated_at=stamp,
+    # ---- writes ------------------------------------------------------------------
+
+    async def create(self, draft: AssistantDraft) -> AssistantRecord:
+        assistant_id = draft.assistant_id or str(uuid.uuid4())
+        if not codec.is_uuid(assistant_id):
+            raise invalid(f"assistant_id '{assistant_id}' is not a UUID.")
+        self.check_graph(draft.graph_id)
+        config, context = mirrored(draft.config, draft.context)
+        now = codec.now_utc()
+        record = AssistantRecord(
+            assistant_id=str(uuid.UUID(assistant_id)),
+            graph_id=draft.graph_id,
+            name=draft.name or "Untitled",
+            description=draft.description or None,
+            config=config,
+            context=context or {},
+            metadata=draft.metadata,
             version=1,
+            created_at=now,
+            updated_at=now,
         )
+        return await self.store.create(record, draft.if_exists)
+
+    async def patch(self, assistant_id: str, changes: AssistantChanges) -> AssistantRecord:
+        if changes.graph_id:
+            self.check_graph(changes.graph_id)
+        mirrored(changes.config or {}, changes.context)  # refuse before anything is read
+        current = await self._custom(assistant_id)
+        return await self.store.revise(current.assistant_id, changes.apply)
+
+    async def delete(self, assistant_id: str) -> None:
+        current = await self._custom(assistant_id)
+        await self.store.delete(current.assistant_id)
+
+    async def set_latest(self, assistant_id: str, version: int) -> AssistantRecord:
+        current = await self._custom(assistant_id)
+        return await self.store.set_latest(current.assistant_id, version)
+
+    # ---- reads -------------------------------------------------------------------
+
+    def filter(self, graph_id: str, metadata: dict[str, Any], name: str) -> AssistantFilter:
+        return AssistantFilter(self.graph_ids, graph_id, metadata, name)
+
+    async def search(
+        self, wanted: AssistantFilter, limit: int, offset: int, sort_by: str, sort_order: str
+    ) -> tuple[list[AssistantRecord], bool]:
+        return await self.store.search(wanted, limit, offset, sort_by, sort_order)
+
+    async def count(self, wanted: AssistantFilter) -> int:
+        return await self.store.count(wanted)
+
+    async def versions(
+        self, assistant_id: str, metadata: dict[str, Any], limit: int, offset: int
+    ) -> list[AssistantRecord]:
+        current = await self.get(assistant_id)
+        return await self.store.versions(current.assistant_id, metadata, limit, offset)

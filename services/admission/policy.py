@@ -21,8 +21,8 @@ from common import codec
 from common.errors import forbidden, invalid, refused
 from common.identity import Principal
 from common.sealed import seal
-from services.admission.assistants import AssistantCatalog
-from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, RunRecord
+from services.admission.assistants import with_assistant_defaults
+from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, AssistantRecord, RunRecord
 from services.admission.secret_scan import find_secret
 from waybill.v1 import admission_pb2, common_pb2
 
@@ -64,11 +64,12 @@ def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
 
 def build_run(
     request: admission_pb2.StartRunRequest,
-    assistants: AssistantCatalog,
+    assistant: AssistantRecord,
     allowed_models: list[str],
     caller: Principal | None = None,
 ) -> RunRecord:
-    """Checks 1-4 of a StartRun request; returns the pending record to insert."""
+    """Checks 1-4 of a StartRun request for `assistant` (resolved from its id);
+    returns the pending record to insert, with the assistant's defaults merged in."""
     strategy = codec.MULTITASK_NAMES.get(
         request.multitask_strategy or common_pb2.MULTITASK_STRATEGY_ENQUEUE, "enqueue"
     )
@@ -80,14 +81,14 @@ def build_run(
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):
         raise invalid("kwargs and metadata must be JSON objects.")
     check_no_secrets(metadata, kwargs.get("config"))
-    assistant_id, graph_id = assistants.resolve_for_run(request.assistant_id)
+    kwargs = with_assistant_defaults(kwargs, assistant)
     check_model_allowed(kwargs, allowed_models)
     now = codec.now_utc()
     return RunRecord(
         run_id=str(uuid.uuid4()),
         thread_id=request.thread_id,
-        assistant_id=assistant_id,
-        graph_id=graph_id,
+        assistant_id=assistant.assistant_id,
+        graph_id=assistant.graph_id,
         status="pending",
         multitask_strategy=strategy,
         metadata=metadata,

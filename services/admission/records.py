@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from common import codec
-from waybill.v1 import common_pb2
+from waybill.v1 import admission_pb2, common_pb2
 
 ACTIVE_STATUSES = ("pending", "running")
 TERMINAL_STATUSES = ("success", "error", "timeout", "interrupted")
@@ -107,4 +107,34 @@ class RunRecord:
             stop_reason=self.stop_reason,
             cancel_action=self.cancel_action or "",
             owner_id=self.owner_id,
+        )
+
+
+@dataclass
+class AssistantRecord:
+    """An assistant at its current version, or (with `updated_at` None) one stored version."""
+
+    assistant_id: str
+    graph_id: str
+    name: str
+    description: str | None
+    config: dict[str, Any]
+    context: dict[str, Any]
+    metadata: dict[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime | None = None
+
+    def to_proto(self) -> admission_pb2.Assistant:
+        return admission_pb2.Assistant(
+            assistant_id=self.assistant_id,
+            graph_id=self.graph_id,
+            name=self.name,
+            description=self.description or "",
+            config_json=codec.dumps(self.config),
+            context_json=codec.dumps(self.context),
+            metadata_json=codec.dumps(self.metadata),
+            created_at=codec.iso(self.created_at),
+            updated_at=codec.iso(self.updated_at),
+            version=self.version,
         )

@@ -18,7 +18,8 @@ from common.identity import caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
 from common.sql import create_engine
-from services.admission.assistants import AssistantCatalog
+from services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
+from services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
 from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.idempotency import IdempotencyKey, KeyedRun, key_for, replayed_run_id
 from services.admission.policy import (
@@ -44,6 +45,15 @@ def _json_object(data: bytes, field: str) -> dict[str, Any]:
     return value
 
 
+def _page(limit: int, offset: int) -> tuple[int, int]:
+    limit = limit or 10
+    if not 1 <= limit <= 1000:
+        raise invalid("limit must be between 1 and 1000.")
+    if offset < 0:
+        raise invalid("offset must not be negative.")
+    return limit, offset
+
+
 def _thread_id(value: str) -> str:
     if not codec.is_uuid(value):
         raise invalid(f"thread_id '{value}' is not a UUID.")
@@ -58,7 +68,9 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         self.pool = pool
         self.facts = facts
         self.settings = settings
-        self.assistants = AssistantCatalog(list(settings.graph_specs()))
+        self.assistants = AssistantCatalog(
+            list(settings.graph_specs()), AssistantStore(store.engine)
+        )
         self.allowed_models = [model.name for model in settings.models()]
 
     # ---- threads -------------------------------------------------------------
@@ -118,7 +130,8 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
             found = await self.store.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
-        run = build_run(request, self.assistants, self.allowed_models, caller)  # checks 1-4
+        assistant = await self.assistants.resolve_for_run(request.assistant_id)
+        run = build_run(request, assistant, self.allowed_models, caller)  # checks 1-4
         if_not_exists = request.if_not_exists or "reject"
         thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists)  # 5
         owner_id = thread.owner_id if thread else run.owner_id
@@ -202,12 +215,81 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def SearchAssistants(self, request, context):  # type: ignore[no-untyped-def]
-        found = self.assistants.search(request.graph_id, request.limit or 10, request.offset)
-        return admission_pb2.SearchAssistantsResponse(assistants=found)
+        limit, offset = _page(request.limit, request.offset)
+        sort_by = request.sort_by or "created_at"
+        if sort_by not in SORTABLE:
+            raise invalid(f"sort_by must be one of {', '.join(SORTABLE)}.")
+        sort_order = request.sort_order or "desc"
+        if sort_order not in ("asc", "desc"):
+            raise invalid("sort_order must be asc or desc.")
+        wanted = self._assistant_filter(request)
+        found, has_more = await self.assistants.search(wanted, limit, offset, sort_by, sort_order)
+        return admission_pb2.SearchAssistantsResponse(
+            assistants=[a.to_proto() for a in found], has_more=has_more
+        )
+
+    @translate_errors
+    async def CountAssistants(self, request, context):  # type: ignore[no-untyped-def]
+        count = await self.assistants.count(self._assistant_filter(request))
+        return admission_pb2.CountAssistantsResponse(count=count)
+
+    def _assistant_filter(self, request: Any) -> AssistantFilter:
+        metadata = _json_object(request.metadata_json, "metadata")
+        return self.assistants.filter(request.graph_id, metadata, request.name)
 
     @translate_errors
     async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        return self.assistants.get(request.assistant_id)
+        return (await self.assistants.get(request.assistant_id)).to_proto()
+
+    @translate_errors
+    async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
+        if_exists = request.if_exists or "raise"
+        if if_exists not in ("raise", "do_nothing"):
+            raise invalid("if_exists must be raise or do_nothing.")
+        draft = AssistantDraft(
+            graph_id=request.graph_id,
+            config=_json_object(request.config_json, "config"),
+            context=_json_object(request.context_json, "context"),
+            metadata=_json_object(request.metadata_json, "metadata"),
+            assistant_id=request.assistant_id,
+            name=request.name,
+            description=request.description,
+            if_exists=if_exists,
+        )
+        return (await self.assistants.create(draft)).to_proto()
+
+    @translate_errors
+    async def PatchAssistant(self, request, context):  # type: ignore[no-untyped-def]
+        changes = AssistantChanges(
+            graph_id=request.graph_id or None,
+            config=_json_object(request.config_json, "config"),
+            context=(
+                _json_object(request.context_json, "context") if request.context_json else None
+            ),
+            metadata=_json_object(request.metadata_json, "metadata"),
+            name=request.name if request.HasField("name") else None,
+            description=request.description if request.HasField("description") else None,
+        )
+        return (await self.assistants.patch(request.assistant_id, changes)).to_proto()
+
+    @translate_errors
+    async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
+        await self.assistants.delete(request.assistant_id)
+        return admission_pb2.DeleteAssistantResponse()
+
+    @translate_errors
+    async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
+        limit, offset = _page(request.limit, request.offset)
+        metadata = _json_object(request.metadata_json, "metadata")
+        found = await self.assistants.versions(request.assistant_id, metadata, limit, offset)
+        return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
+
+    @translate_errors
+    async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
+        if request.version < 1:
+            raise invalid("version must be a positive integer.")
+        found = await self.assistants.set_latest(request.assistant_id, request.version)
+        return found.to_proto()
 
     # ---- the runners' work stream ------------------------------------------------
 
@@ -306,6 +388,7 @@ async def main() -> None:
         settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
     )
     servicer = AdmissionServicer(store, pool, facts, settings)
+    await servicer.assistants.start()
 
     async def stop() -> None:
         if listener is not None:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 JsonDocument = JSON().with_variant(JSONB(), "postgresql")
@@ -53,4 +64,39 @@ idempotency_keys = Table(
     Column("run_id", String(36), nullable=False),
     Column("thread_id", String(36), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# An assistant points at one of its versions; each version is a full copy.
+assistants = Table(
+    "assistants",
+    metadata,
+    Column("assistant_id", String(36), primary_key=True),
+    Column("graph_id", String(255), nullable=False, index=True),
+    Column("name", Text, nullable=False),
+    Column("description", Text),
+    Column("config", JsonDocument, nullable=False),
+    Column("context", JsonDocument, nullable=False),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+assistant_versions = Table(
+    "assistant_versions",
+    metadata,
+    Column(
+        "assistant_id",
+        String(36),
+        ForeignKey("assistants.assistant_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("version", Integer, primary_key=True),
+    Column("graph_id", String(255), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text),
+    Column("config", JsonDocument, nullable=False),
+    Column("context", JsonDocument, nullable=False),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

@@ -108,7 +108,7 @@ class DeleteRunResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Assistant(_message.Message):
-    __slots__ = ("assistant_id", "graph_id", "name", "config_json", "metadata_json", "created_at", "updated_at", "version", "description")
+    __slots__ = ("assistant_id", "graph_id", "name", "config_json", "metadata_json", "created_at", "updated_at", "version", "description", "context_json")
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +118,7 @@ class Assistant(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
     assistant_id: str
     graph_id: str
     name: str
@@ -127,29 +128,130 @@ class Assistant(_message.Message):
     updated_at: str
     version: int
     description: str
-    def __init__(self, assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., name: _Optional[str] = ..., config_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., version: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
+    context_json: bytes
+    def __init__(self, assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., name: _Optional[str] = ..., config_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., version: _Optional[int] = ..., description: _Optional[str] = ..., context_json: _Optional[bytes] = ...) -> None: ...
 
 class SearchAssistantsRequest(_message.Message):
-    __slots__ = ("graph_id", "limit", "offset")
+    __slots__ = ("graph_id", "limit", "offset", "metadata_json", "name", "sort_by", "sort_order")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    SORT_ORDER_FIELD_NUMBER: _ClassVar[int]
     graph_id: str
     limit: int
     offset: int
-    def __init__(self, graph_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    metadata_json: bytes
+    name: str
+    sort_by: str
+    sort_order: str
+    def __init__(self, graph_id: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., metadata_json: _Optional[bytes] = ..., name: _Optional[str] = ..., sort_by: _Optional[str] = ..., sort_order: _Optional[str] = ...) -> None: ...
 
 class SearchAssistantsResponse(_message.Message):
-    __slots__ = ("assistants",)
+    __slots__ = ("assistants", "has_more")
     ASSISTANTS_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
     assistants: _containers.RepeatedCompositeFieldContainer[Assistant]
-    def __init__(self, assistants: _Optional[_Iterable[_Union[Assistant, _Mapping]]] = ...) -> None: ...
+    has_more: bool
+    def __init__(self, assistants: _Optional[_Iterable[_Union[Assistant, _Mapping]]] = ..., has_more: _Optional[bool] = ...) -> None: ...
 
 class GetAssistantRequest(_message.Message):
     __slots__ = ("assistant_id",)
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
     assistant_id: str
     def __init__(self, assistant_id: _Optional[str] = ...) -> None: ...
+
+class CreateAssistantRequest(_message.Message):
+    __slots__ = ("assistant_id", "graph_id", "config_json", "context_json", "metadata_json", "name", "description", "if_exists")
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    graph_id: str
+    config_json: bytes
+    context_json: bytes
+    metadata_json: bytes
+    name: str
+    description: str
+    if_exists: str
+    def __init__(self, assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., config_json: _Optional[bytes] = ..., context_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., if_exists: _Optional[str] = ...) -> None: ...
+
+class PatchAssistantRequest(_message.Message):
+    __slots__ = ("assistant_id", "graph_id", "config_json", "context_json", "metadata_json", "name", "description")
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    graph_id: str
+    config_json: bytes
+    context_json: bytes
+    metadata_json: bytes
+    name: str
+    description: str
+    def __init__(self, assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., config_json: _Optional[bytes] = ..., context_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class DeleteAssistantRequest(_message.Message):
+    __slots__ = ("assistant_id",)
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    def __init__(self, assistant_id: _Optional[str] = ...) -> None: ...
+
+class DeleteAssistantResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CountAssistantsRequest(_message.Message):
+    __slots__ = ("graph_id", "metadata_json", "name")
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    graph_id: str
+    metadata_json: bytes
+    name: str
+    def __init__(self, graph_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., name: _Optional[str] = ...) -> None: ...
+
+class CountAssistantsResponse(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class ListAssistantVersionsRequest(_message.Message):
+    __slots__ = ("assistant_id", "metadata_json", "limit", "offset")
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    metadata_json: bytes
+    limit: int
+    offset: int
+    def __init__(self, assistant_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ListAssistantVersionsResponse(_message.Message):
+    __slots__ = ("versions",)
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[Assistant]
+    def __init__(self, versions: _Optional[_Iterable[_Union[Assistant, _Mapping]]] = ...) -> None: ...
+
+class SetLatestAssistantVersionRequest(_message.Message):
+    __slots__ = ("assistant_id", "version")
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    version: int
+    def __init__(self, assistant_id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class WorkRequest(_message.Message):
     __slots__ = ("hello", "renew", "draining", "released")

@@ -90,6 +90,36 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.GetAssistantRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
                 _registered_method=True)
+        self.CreateAssistant = channel.unary_unary(
+                '/waybill.v1.Admission/CreateAssistant',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.CreateAssistantRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
+                _registered_method=True)
+        self.PatchAssistant = channel.unary_unary(
+                '/waybill.v1.Admission/PatchAssistant',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.PatchAssistantRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
+                _registered_method=True)
+        self.DeleteAssistant = channel.unary_unary(
+                '/waybill.v1.Admission/DeleteAssistant',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.DeleteAssistantRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.DeleteAssistantResponse.FromString,
+                _registered_method=True)
+        self.CountAssistants = channel.unary_unary(
+                '/waybill.v1.Admission/CountAssistants',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.CountAssistantsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.CountAssistantsResponse.FromString,
+                _registered_method=True)
+        self.ListAssistantVersions = channel.unary_unary(
+                '/waybill.v1.Admission/ListAssistantVersions',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.ListAssistantVersionsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.ListAssistantVersionsResponse.FromString,
+                _registered_method=True)
+        self.SetLatestAssistantVersion = channel.unary_unary(
+                '/waybill.v1.Admission/SetLatestAssistantVersion',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.SetLatestAssistantVersionRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
+                _registered_method=True)
         self.Work = channel.stream_stream(
                 '/waybill.v1.Admission/Work',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.WorkRequest.SerializeToString,
@@ -179,7 +209,9 @@ class AdmissionServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchAssistants(self, request, context):
-        """Assistants: one system assistant per registered graph.
+        """Assistants: a graph with default config and context, versioned. Every
+        registered graph has a read-only system assistant; others are created.
+        Search assistants of registered graphs by graph, metadata and name.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -187,6 +219,52 @@ class AdmissionServicer:
 
     def GetAssistant(self, request, context):
         """Resolve an assistant by UUID or graph name. NOT_FOUND when unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAssistant(self, request, context):
+        """Create an assistant (version 1). INVALID_ARGUMENT for an unknown graph;
+        ALREADY_EXISTS when the id is taken and if_exists is not "do_nothing".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PatchAssistant(self, request, context):
+        """Write a new version (the highest so far + 1) and point the assistant at it.
+        NOT_FOUND when unknown; ABORTED for a system assistant (read-only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAssistant(self, request, context):
+        """Delete an assistant and its versions. NOT_FOUND when unknown; ABORTED for a
+        system assistant. Runs already admitted keep the config they were given.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountAssistants(self, request, context):
+        """Count the assistants a search with the same filters would find.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAssistantVersions(self, request, context):
+        """An assistant's versions, newest first. NOT_FOUND when unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLatestAssistantVersion(self, request, context):
+        """Point an assistant at one of its versions. NOT_FOUND for an unknown
+        assistant or version; ABORTED for a system assistant.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -281,6 +359,36 @@ def add_AdmissionServicer_to_server(servicer, server):
             'GetAssistant': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAssistant,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.GetAssistantRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.Assistant.SerializeToString,
+            ),
+            'CreateAssistant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAssistant,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.CreateAssistantRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.Assistant.SerializeToString,
+            ),
+            'PatchAssistant': grpc.unary_unary_rpc_method_handler(
+                    servicer.PatchAssistant,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.PatchAssistantRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.Assistant.SerializeToString,
+            ),
+            'DeleteAssistant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAssistant,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.DeleteAssistantRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.DeleteAssistantResponse.SerializeToString,
+            ),
+            'CountAssistants': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountAssistants,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.CountAssistantsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.CountAssistantsResponse.SerializeToString,
+            ),
+            'ListAssistantVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAssistantVersions,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.ListAssistantVersionsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.ListAssistantVersionsResponse.SerializeToString,
+            ),
+            'SetLatestAssistantVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLatestAssistantVersion,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.SetLatestAssistantVersionRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.Assistant.SerializeToString,
             ),
             'Work': grpc.stream_stream_rpc_method_handler(
@@ -600,6 +708,168 @@ class Admission:
             target,
             '/waybill.v1.Admission/GetAssistant',
             waybill_dot_v1_dot_admission__pb2.GetAssistantRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAssistant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CreateAssistant',
+            waybill_dot_v1_dot_admission__pb2.CreateAssistantRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PatchAssistant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/PatchAssistant',
+            waybill_dot_v1_dot_admission__pb2.PatchAssistantRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAssistant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/DeleteAssistant',
+            waybill_dot_v1_dot_admission__pb2.DeleteAssistantRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.DeleteAssistantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountAssistants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CountAssistants',
+            waybill_dot_v1_dot_admission__pb2.CountAssistantsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.CountAssistantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAssistantVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/ListAssistantVersions',
+            waybill_dot_v1_dot_admission__pb2.ListAssistantVersionsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.ListAssistantVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLatestAssistantVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/SetLatestAssistantVersion',
+            waybill_dot_v1_dot_admission__pb2.SetLatestAssistantVersionRequest.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.Assistant.FromString,
             options,
             channel_credentials,
