@@ -132,6 +132,11 @@ class Settings(BaseSettings):
         entries = (self.yaml_config().get("auth") or {}).get("principals") or []
         return [PrincipalSpec.model_validate(entry) for entry in entries]
 
+    def role_tools(self) -> dict[str, list[str]]:
+        """`auth.role_tools`: role -> the only tools runs of that role may use."""
+        found = (self.yaml_config().get("auth") or {}).get("role_tools") or {}
+        return {str(role): [str(name) for name in names] for role, names in found.items()}
+
     @property
     def auth_enabled(self) -> bool:
         return bool(self.api_key or self.internal_token or self.principals())

@@ -35,8 +35,15 @@ def principals() -> list[dict[str, Any]]:
         entry("alice"),
         entry("bob"),
         entry("reader", role="reader"),
-        entry("creator", scopes=["threads:read", "threads:write", "runs:create", "runs:read"]),
+        entry(
+            "creator",
+            role="restricted",
+            scopes=["threads:read", "threads:write", "runs:create", "runs:read"],
+        ),
     ]
+
+
+ROLE_TOOLS = {"restricted": ["echo"]}  # runs of this role may use no other tool
 
 
 @dataclass
@@ -55,7 +62,9 @@ class AuthStack:
 def auth_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthStack]:
     data_dir = tmp_path_factory.mktemp("auth-stack")
     config = data_dir / "waybill.yaml"
-    config.write_text(yaml.safe_dump({"auth": {"principals": principals()}}))
+    config.write_text(
+        yaml.safe_dump({"auth": {"principals": principals(), "role_tools": ROLE_TOOLS}})
+    )
     with fresh_postgres_database() as url:
         env = stack_env(
             data_dir,
@@ -329,3 +338,20 @@ async def test_start_run_checks_come_in_order_and_write_nothing(
         assert words in str(reply.json()["detail"]), (words, reply.text)
     assert auth_stack.count("runs") == runs_before
     assert auth_stack.count("threads") == threads_before
+
+
+async def test_a_roles_tool_list_limits_what_its_runs_may_call(auth_stack: AuthStack) -> None:
+    async def call_tool(user: str, command: str) -> dict[str, Any]:
+        async with as_user(auth_stack, user) as client:
+            thread_id = (await client.post("/threads", json={})).json()["thread_id"]
+            body = {"assistant_id": "lead_agent", "input": {"messages": [command]}}
+            reply = await client.post(f"/threads/{thread_id}/runs/wait", json=body)
+            assert reply.status_code == 200, reply.text
+            return next(m for m in reply.json()["messages"] if m["type"] == "tool")
+
+    add = '/tool add {"a": 1, "b": 2}'
+    assert (await call_tool("alice", add))["content"] == "3.0"
+    refused = await call_tool("creator", add)
+    assert refused["status"] == "error" and "add" in refused["content"]
+    echoed = await call_tool("creator", '/tool echo {"text": "allowed"}')
+    assert echoed["content"] == "allowed"

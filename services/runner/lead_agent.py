@@ -40,9 +40,14 @@ def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
 
-def _tool_sets(state: MessagesState, config: RunnableConfig) -> tuple[list[Any], list[Any]]:
-    threshold = get_settings().deferred_tools_threshold
-    return assemble(authorized(_configurable(config)), state["messages"], threshold)
+def _tool_sets(
+    state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
+) -> tuple[list[Any], list[Any]]:
+    settings = get_settings()
+    role = (runtime.context or {}).get("role")
+    for_role = settings.role_tools().get(role) if role else None
+    tools = authorized(_configurable(config), for_role)
+    return assemble(tools, state["messages"], settings.deferred_tools_threshold)
 
 
 async def call_model(
@@ -55,7 +60,7 @@ async def call_model(
         **(runtime.context or {}),
         "thread_id": configurable.get("thread_id"),
     }
-    shown, _ = _tool_sets(state, config)
+    shown, _ = _tool_sets(state, config, runtime)
     request = ModelRequest(messages=list(state["messages"]), tools=shown, context=context)
     chain = default_chain(get_settings().history_limit)
     for middleware in chain:
@@ -68,9 +73,11 @@ async def call_model(
     return {"messages": [response]}
 
 
-async def run_tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+async def run_tools(
+    state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
+) -> dict[str, Any]:
     """Runs the requested tools; a tool the run may not use answers with an error."""
-    _, runnable = _tool_sets(state, config)
+    _, runnable = _tool_sets(state, config, runtime)
     result: dict[str, Any] = await ToolNode(runnable).ainvoke(state, config)
     return result
 
@@ -85,7 +92,7 @@ def route_after_model(state: MessagesState) -> str:
 def build_lead_agent() -> Any:
     builder = StateGraph(MessagesState, context_schema=LeadAgentContext)
     builder.add_node("agent", call_model)  # type: ignore[call-overload]
-    builder.add_node("tools", run_tools)
+    builder.add_node("tools", run_tools)  # type: ignore[call-overload]
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route_after_model, ["tools", END])
     builder.add_edge("tools", "agent")

@@ -2,7 +2,8 @@
 
 - available: every tool the runner knows (`CATALOG`);
 - authorized: those the run's assistant config allows (`configurable.allowed_tools`),
-  minus those it denies (`configurable.denied_tools`);
+  minus those it denies (`configurable.denied_tools`), and, when the config's
+  `auth.role_tools` lists the role of the run's principal, only those;
 - assembled: what the model is shown. With many tools, only the core ones and
   `tool_search` are shown; the model finds the rest by searching, and a tool
   found once stays shown for the rest of the conversation.
@@ -62,10 +63,20 @@ for _tool in CATALOG.values():
     _tool.handle_tool_error = True
 
 
-def authorized(configurable: dict[str, Any]) -> list[BaseTool]:
+def authorized(
+    configurable: dict[str, Any], for_role: Iterable[str] | None = None
+) -> list[BaseTool]:
+    """`for_role`: the tools the principal's role may use; None means no limit."""
     allowed = configurable.get("allowed_tools")
     denied = set(configurable.get("denied_tools") or ())
-    names = [n for n in CATALOG if (allowed is None or n in allowed) and n not in denied]
+    role_allows = None if for_role is None else set(for_role)
+    names = [
+        n
+        for n in CATALOG
+        if (allowed is None or n in allowed)
+        and n not in denied
+        and (role_allows is None or n in role_allows)
+    ]
     return [CATALOG[n] for n in names]
 
 
