@@ -12,7 +12,7 @@ import grpc
 from sqlalchemy.exc import IntegrityError
 
 from common import codec
-from common.errors import invalid, refused
+from common.errors import busy, invalid, refused
 from common.grpc_server import configure_logging, serve, translate_errors
 from common.identity import caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
@@ -147,11 +147,14 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
             await self.facts.require_checkpoint(run.thread_id, graph_id, checkpoint_id)
         try:
             await self._admit(run, if_not_exists, owner, key)
-        except IntegrityError:
+        except IntegrityError as error:
             found = await self.store.keyed_run(key) if key else None
-            if key is None or found is None:
-                raise
-            return await self._replay(key, found)  # a twin with the same key won the race
+            if key is not None and found is not None:
+                return await self._replay(key, found)  # a twin with the same key won the race
+            raise busy(
+                f"Thread {run.thread_id} changed under this request (created or started "
+                "concurrently); retry it."
+            ) from error
         return run.to_proto()
 
     async def _replay(self, key: IdempotencyKey, found: KeyedRun) -> common_pb2.Run:

@@ -231,30 +231,11 @@ class AdmissionStore:
             thread = await self._get_thread(conn, run.thread_id, lock=True)
             if thread is not None and not thread.visible_to(owner):
                 raise not_found(f"Thread {run.thread_id} not found.")
-            # As LangGraph Platform does: the thread records which graph it runs,
-            # and the run's metadata is merged into the thread's.
-            stamp = {**run.metadata, "graph_id": run.graph_id, "assistant_id": run.assistant_id}
-            if thread is None:
-                if if_not_exists != "create":
-                    raise not_found(f"Thread {run.thread_id} not found.")
-                await conn.execute(
-                    insert(threads).values(
-                        thread_id=run.thread_id,
-                        metadata=stamp,
-                        status="idle",
-                        created_at=run.created_at,
-                        updated_at=run.created_at,
-                        owner_id=run.owner_id,
-                    )
-                )
-            else:
+            if thread is None and if_not_exists != "create":
+                raise not_found(f"Thread {run.thread_id} not found.")
+            if thread is not None:
                 run.owner_id = thread.owner_id  # a run belongs to its thread's owner
-                await conn.execute(
-                    update(threads)
-                    .where(threads.c.thread_id == run.thread_id)
-                    .values(metadata={**thread.metadata, **stamp}, updated_at=run.created_at)
-                )
-            thread_busy = await self._has_active_run(conn, run.thread_id)
+            thread_busy = thread is not None and await self._has_active_run(conn, run.thread_id)
             if run.multitask_strategy == "reject" and thread_busy:
                 raise busy(
                     f"Thread {run.thread_id} already has an active run; "
@@ -277,17 +258,47 @@ class AdmissionStore:
                         expires_at=key.expires_at,
                     )
                 )
-            if lease is not None and not thread_busy:
+            leased = lease is not None and not thread_busy
+            if lease is not None and leased:
                 await self._lease_admitted_run(conn, run, lease)
             else:
                 await notify(conn, wake_payload())
+            await self._stamp_thread(conn, thread, run, busy=leased)
         run.displaced = displaced
         return run
+
+    async def _stamp_thread(
+        self, conn: AsyncConnection, thread: ThreadRecord | None, run: RunRecord, busy: bool
+    ) -> None:
+        """As LangGraph Platform does: the thread records which graph it runs, and
+        the run's metadata is merged into the thread's. One write, creating the
+        thread if needed, and marking it busy when the run was claimed at once."""
+        stamp = {**run.metadata, "graph_id": run.graph_id, "assistant_id": run.assistant_id}
+        now = run.updated_at
+        if thread is None:
+            await conn.execute(
+                insert(threads).values(
+                    thread_id=run.thread_id,
+                    metadata=stamp,
+                    status="busy" if busy else "idle",
+                    created_at=run.created_at,
+                    updated_at=now,
+                    owner_id=run.owner_id,
+                )
+            )
+            return
+        values: dict[str, Any] = {"metadata": {**thread.metadata, **stamp}, "updated_at": now}
+        if busy:
+            values["status"] = "busy"
+        await conn.execute(
+            update(threads).where(threads.c.thread_id == run.thread_id).values(**values)
+        )
 
     async def _lease_admitted_run(
         self, conn: AsyncConnection, run: RunRecord, lease: Lease
     ) -> None:
-        """Claim a just-inserted run whose thread is free: pending -> running, epoch 1."""
+        """Claim a just-inserted run whose thread is free: pending -> running, epoch 1.
+        (The caller marks the thread busy in its own write to the thread.)"""
         now = codec.now_utc()
         expires = now + timedelta(seconds=lease.seconds)
         await conn.execute(
@@ -305,11 +316,6 @@ class AdmissionStore:
                 lease_expires_at=expires,
                 updated_at=now,
             )
-        )
-        await conn.execute(
-            update(threads)
-            .where(threads.c.thread_id == run.thread_id)
-            .values(status="busy", updated_at=now)
         )
         run.status, run.epoch, run.attempt, run.updated_at = "running", 1, 1, now
         run.lease_owner, run.lease_expires_at = lease.runner_id, expires
