@@ -67,7 +67,7 @@ async def test_a_superseded_epoch_is_refused(backend: tuple[Any, RunnerStore]) -
 
     refused_before = STATS.stale_checkpoint_writes_refused
     # A checkpoint is refused by the database's trigger, in the insert itself;
-    # pending writes (no epoch on the row) by the fence row read before them.
+    # pending writes (no epoch on the row) by the fence read in their transaction.
     with pytest.raises(StaleEpochError, match="stale epoch"):
         await old.aput(*write_args(thread_id, run_id))
     assert old.fence.lost  # once refused, that runner writes nothing more at all
@@ -118,3 +118,23 @@ async def test_checkpoints_without_a_run_epoch_are_not_fenced(
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     await saver.aput(config, empty_checkpoint(), {"source": "update", "step": 1}, {})
     assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is not None
+
+
+async def test_pending_writes_are_stored_only_by_the_epoch_the_fence_names(
+    backend: tuple[Any, RunnerStore],
+) -> None:
+    saver, store = backend
+    run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
+    await saver.aput(*write_args(thread_id, run_id))  # the checkpoint both epochs resume from
+    latest = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+    config = latest.config
+    await store.advance_fence(run_id, 2)
+    current = FencedCheckpointer(saver, RunFence(run_id, 2, lease_seconds=30), store)
+    stale = FencedCheckpointer(saver, RunFence(run_id, 1, lease_seconds=30), store)
+    await current.aput_writes(config, [("messages", "from epoch 2")], "task-a")
+    with pytest.raises(StaleEpochError, match="fenced off by 2"):
+        await stale.aput_writes(config, [("messages", "from epoch 1")], "task-b")
+    stored = await saver.aget_tuple(config)
+    assert [(task, value) for task, _channel, value in stored.pending_writes] == [
+        ("task-a", "from epoch 2")
+    ]

@@ -4,7 +4,8 @@ A runner holds a run while its lease is fresh. `RunFence.check()` is called
 before every durable write (journal, receipt, status, checkpoints); once the
 lease is lost or its deadline passed, it refuses, so a runner that was paused
 or cut off writes nothing after another runner took the run over. Checkpoint
-writes also compare the epoch with the run's fence row.
+writes also compare the epoch with the run's fence row, in the same transaction
+(a trigger for checkpoints, `fenced_writes.py` for pending writes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from services.runner.fenced_writes import put_writes_fenced
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
 
@@ -80,13 +82,6 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         if not self.fence.held:
             raise self._refuse(f"epoch {self.fence.epoch} lost its lease; refused a checkpoint")
 
-    async def _check(self) -> None:
-        """For pending writes, which carry no epoch the trigger could compare."""
-        self._check_lease()
-        current = await self.store.fence_epoch(self.fence.run_id)
-        if current is not None and current != self.fence.epoch:
-            raise self._refuse(f"epoch {self.fence.epoch} is fenced off by {current}")
-
     async def aput(
         self,
         config: RunnableConfig,
@@ -112,8 +107,12 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._check()
-        await self.inner.aput_writes(config, writes, task_id, task_path)
+        self._check_lease()
+        newer = await put_writes_fenced(
+            self.inner, self.fence.run_id, self.fence.epoch, config, writes, task_id, task_path
+        )
+        if newer is not None:
+            raise self._refuse(f"epoch {self.fence.epoch} is fenced off by {newer}")
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self.inner.aget_tuple(config)
