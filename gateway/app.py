@@ -8,10 +8,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 
 from common.settings import Settings, get_settings
 from gateway.auth import KeyRing, authorize
+from gateway.errors import validation_error
 from gateway.peers import Peers
 from gateway.routes import assistants, runs, store, threads
 
@@ -38,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await app.state.peers.close()
 
     app = FastAPI(title="Waybill", version=VERSION, lifespan=lifespan)
+    app.add_exception_handler(RequestValidationError, validation_error)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     app.add_middleware(
         CORSMiddleware,

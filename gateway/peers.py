@@ -12,7 +12,12 @@ from fastapi import HTTPException
 from common.errors import http_status_for
 from common.settings import Settings
 from gateway.auth import principal_interceptors
-from waybill.v1 import admission_pb2_grpc, journal_pb2_grpc, runner_pb2_grpc
+from waybill.v1 import (
+    admission_pb2_grpc,
+    delivery_pb2_grpc,
+    journal_pb2_grpc,
+    runner_pb2_grpc,
+)
 
 T = TypeVar("T")
 
@@ -22,6 +27,7 @@ class Peers:
     admission: admission_pb2_grpc.AdmissionStub
     runner: runner_pb2_grpc.RunnerStub
     journal: journal_pb2_grpc.JournalStub
+    delivery: delivery_pb2_grpc.DeliveryStub
     channels: list[grpc.aio.Channel]
 
     @classmethod
@@ -37,11 +43,13 @@ class Peers:
             grpc.aio.insecure_channel(settings.admission_addr, interceptors=interceptors),
             runner_reads,
             grpc.aio.insecure_channel(settings.journal_addr, interceptors=interceptors),
+            grpc.aio.insecure_channel(settings.delivery_addr, interceptors=interceptors),
         ]
         return cls(
             admission=admission_pb2_grpc.AdmissionStub(channels[0]),
             runner=runner_pb2_grpc.RunnerStub(channels[1]),
             journal=journal_pb2_grpc.JournalStub(channels[2]),
+            delivery=delivery_pb2_grpc.DeliveryStub(channels[3]),
             channels=channels,
         )
 

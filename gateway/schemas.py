@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 STREAM_MODES = (
     "values",
@@ -34,11 +35,23 @@ class ThreadPatch(Envelope):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class ThreadSearch(Envelope):
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+
+
+class ThreadCount(Envelope):
+    metadata: dict[str, Any] | None = None
+    # Containment on the thread's values after its last run.
+    values: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
+
+
+class ThreadSearch(ThreadCount):
+    ids: list[UUID] | None = Field(default=None, max_length=1000)
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
+    # LangGraph also offers state_updated_at, which Waybill does not track.
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
 
 
 class ThreadHistory(Envelope):
@@ -53,6 +66,8 @@ class ThreadStateUpdate(Envelope):
     checkpoint_id: str | None = None
     checkpoint: dict[str, Any] | None = None
 
+
+MAX_START_DELAY_SECONDS = 365 * 24 * 3600  # as admission's policy
 
 Label = Annotated[str, Field(min_length=1, pattern=r"^[^.]+$")]  # the SDK joins labels with "."
 
@@ -172,7 +187,8 @@ class RunCreate(Envelope):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     # Stateless runs (/runs/...): drop the temporary thread when done, or keep it.
     on_completion: Literal["delete", "keep"] = "delete"
-    after_seconds: float | None = None
+    # Wait this long before the run may start; it stays `pending` meanwhile.
+    after_seconds: float | None = Field(default=None, ge=0, le=MAX_START_DELAY_SECONDS)
     webhook: str | None = None
     feedback_keys: list[str] | None = None
     # LangGraph's default: a step's checkpoint is stored while the next step
@@ -186,13 +202,6 @@ class RunCreate(Envelope):
             if mode not in STREAM_MODES:
                 known = ", ".join(STREAM_MODES)
                 raise ValueError(f"unknown stream_mode '{mode}'; use one of {known}")
-        return value
-
-    @field_validator("after_seconds")
-    @classmethod
-    def _no_delay_yet(cls, value: float | None) -> float | None:
-        if value:
-            raise ValueError("after_seconds (delayed runs) is not supported yet")
         return value
 
     @field_validator("webhook")
@@ -223,3 +232,29 @@ class RunCreate(Envelope):
         if self.checkpoint and not self.checkpoint_id:
             kwargs["checkpoint_id"] = self.checkpoint.get("checkpoint_id")
         return kwargs
+
+
+class RunsCancel(Envelope):
+    """`POST /runs/cancel`: the listed runs of one thread, or every run in a status."""
+
+    thread_id: UUID | None = None
+    run_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
+    status: Literal["pending", "running", "all"] | None = None
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> RunsCancel:
+        by_ids = self.thread_id is not None or self.run_ids is not None
+        if self.status is not None and by_ids:
+            raise ValueError(
+                "give either status, or thread_id with run_ids: status cancels every run "
+                "in that status, whatever its thread"
+            )
+        if self.status is None and (self.thread_id is None or not self.run_ids):
+            raise ValueError("give either status, or both thread_id and run_ids")
+        return self
+
+
+class BatchRunCreate(RunCreate):
+    """One run of `POST /runs/batch`: on the thread it names, or stateless without one."""
+
+    thread_id: UUID | None = None

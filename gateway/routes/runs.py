@@ -1,4 +1,5 @@
-"""/threads/{tid}/runs: create, stream, wait, join, list, get, delete."""
+"""/threads/{tid}/runs: create, stream, wait, join, list, get, delete; stateless
+/runs (one, or a batch); /runs/cancel for several runs at once."""
 
 from __future__ import annotations
 
@@ -6,17 +7,17 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import grpc
-from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from common import codec
 from gateway.peers import Peers, call
-from gateway.routes.threads import peers_of, remove_thread
-from gateway.schemas import RunCreate
+from gateway.routes.threads import forget_runs, peers_of, remove_thread
+from gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
 from gateway.streams import resume_point, sse_frames, sse_response, wait_for_end
 from waybill.v1 import admission_pb2, common_pb2, runner_pb2
 
@@ -38,23 +39,24 @@ def idempotency_key(request: Request) -> str:
     return request.headers.get("idempotency-key", "").strip()
 
 
+def run_request(thread_id: str, body: RunCreate, key: str = "") -> admission_pb2.StartRunRequest:
+    return admission_pb2.StartRunRequest(
+        thread_id=thread_id,
+        assistant_id=body.assistant_id,
+        kwargs_json=codec.dumps(body.kwargs()),
+        metadata_json=codec.dumps(body.metadata or {}),
+        multitask_strategy=codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"],
+        if_not_exists=body.if_not_exists,
+        after_seconds=body.after_seconds or 0,
+        idempotency_key=key,
+    )
+
+
 async def start_run(
     peers: Peers, thread_id: str, body: RunCreate, request: Request
 ) -> common_pb2.Run:
-    strategy = codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"]
-    return await call(
-        peers.admission.StartRun(
-            admission_pb2.StartRunRequest(
-                thread_id=thread_id,
-                assistant_id=body.assistant_id,
-                kwargs_json=codec.dumps(body.kwargs()),
-                metadata_json=codec.dumps(body.metadata or {}),
-                multitask_strategy=strategy,
-                if_not_exists=body.if_not_exists,
-                idempotency_key=idempotency_key(request),
-            )
-        )
-    )
+    request_message = run_request(thread_id, body, idempotency_key(request))
+    return await call(peers.admission.StartRun(request_message))
 
 
 async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
@@ -165,11 +167,13 @@ async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
 async def delete_run(thread_id: UUID, run_id: UUID, request: Request) -> Response:
+    peers = peers_of(request)
     await call(
-        peers_of(request).admission.DeleteRun(
+        peers.admission.DeleteRun(
             admission_pb2.GetRunRequest(thread_id=str(thread_id), run_id=str(run_id))
         )
     )
+    await forget_runs(peers, [str(run_id)])  # its events and receipt go with it
     return Response(status_code=204)
 
 
@@ -215,7 +219,32 @@ async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> JSONRespo
     return JSONResponse(await final_values(peers, run))
 
 
+@router.post("/runs/cancel", status_code=204)
+async def cancel_runs(
+    body: RunsCancel,
+    request: Request,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response:
+    """Cancel several runs through the durable cancel path; 404 when none matches."""
+    await call(
+        peers_of(request).admission.CancelRuns(
+            admission_pb2.CancelRunsRequest(
+                thread_id=str(body.thread_id or ""),
+                run_ids=[str(run_id) for run_id in body.run_ids or []],
+                status=body.status or "",
+                action=action,
+            )
+        )
+    )
+    return Response(status_code=204)
+
+
 # ---- stateless runs: a temporary thread per run ---------------------------------
+
+
+def stateless_request(body: RunCreate, thread_id: str) -> admission_pb2.StartRunRequest:
+    stateless = body.model_copy(update={"if_not_exists": "create"})
+    return run_request(thread_id, stateless)
 
 
 async def start_stateless_run(peers: Peers, body: RunCreate, request: Request) -> common_pb2.Run:
@@ -276,3 +305,26 @@ async def create_stateless_run(body: RunCreate, request: Request) -> JSONRespons
     run = await start_stateless_run(peers, body, request)
     in_background(request, drop_after_end(peers, run, body))
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
+
+
+def batch_request(one: BatchRunCreate) -> admission_pb2.StartRunRequest:
+    if one.thread_id is None:
+        return stateless_request(one, str(uuid.uuid4()))
+    return run_request(str(one.thread_id), one)
+
+
+@router.post("/runs/batch")
+async def create_stateless_runs(
+    body: Annotated[list[BatchRunCreate], Body(max_length=1000)], request: Request
+) -> list[dict[str, Any]]:
+    """Background runs, all or none admitted: on the thread a payload names (as
+    `langgraph-sdk`'s `create_batch` allows), or stateless as `POST /runs` makes one."""
+    if not body:
+        return []
+    peers = peers_of(request)
+    batch = admission_pb2.StartRunsRequest(runs=[batch_request(one) for one in body])
+    reply = await call(peers.admission.StartRuns(batch))
+    for run, one in zip(reply.runs, body, strict=True):
+        if one.thread_id is None:
+            in_background(request, drop_after_end(peers, run, one))
+    return [codec.run_to_dict(run) for run in reply.runs]

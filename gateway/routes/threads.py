@@ -1,4 +1,4 @@
-"""/threads: create, read, patch, delete, search; state and history from the runner."""
+"""/threads: create, read, patch, delete, search, count; state and history from the runner."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from common import codec
 from gateway.peers import Peers, call
 from gateway.schemas import (
+    ThreadCount,
     ThreadCreate,
     ThreadHistory,
     ThreadPatch,
     ThreadSearch,
     ThreadStateUpdate,
 )
-from waybill.v1 import admission_pb2, runner_pb2
+from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
 
 router = APIRouter(tags=["threads"])
 
@@ -46,14 +47,32 @@ async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str,
     reply = await call(
         peers_of(request).admission.SearchThreads(
             admission_pb2.SearchThreadsRequest(
-                metadata_json=codec.dumps(body.metadata),
+                metadata_json=codec.dumps(body.metadata or {}),
+                values_json=codec.dumps(body.values or {}),
                 status=body.status or "",
+                ids=[str(thread_id) for thread_id in body.ids or []],
+                sort_by=body.sort_by or "",
+                sort_order=body.sort_order or "",
                 limit=body.limit,
                 offset=body.offset,
             )
         )
     )
     return [codec.thread_to_dict(thread) for thread in reply.threads]
+
+
+@router.post("/threads/count")
+async def count_threads(body: ThreadCount, request: Request) -> int:
+    reply = await call(
+        peers_of(request).admission.CountThreads(
+            admission_pb2.CountThreadsRequest(
+                metadata_json=codec.dumps(body.metadata or {}),
+                values_json=codec.dumps(body.values or {}),
+                status=body.status or "",
+            )
+        )
+    )
+    return reply.count
 
 
 @router.get("/threads/{thread_id}")
@@ -85,10 +104,26 @@ async def delete_thread(thread_id: UUID, request: Request) -> Response:
 
 
 async def remove_thread(peers: Peers, thread_id: str) -> None:
-    """The thread record first (refused while a run is active), then its state."""
-    await call(peers.admission.DeleteThread(admission_pb2.DeleteThreadRequest(thread_id=thread_id)))
+    """The thread record and its runs first (refused while a run is active), then
+    what hangs off them: the runs' events and receipts, the checkpoints and the
+    workspace."""
+    deleted = await call(
+        peers.admission.DeleteThread(admission_pb2.DeleteThreadRequest(thread_id=thread_id))
+    )
+    await forget_runs(peers, list(deleted.run_ids), thread_id)
     await call(
         peers.runner.DeleteThreadState(runner_pb2.DeleteThreadStateRequest(thread_id=thread_id))
+    )
+
+
+async def forget_runs(peers: Peers, run_ids: list[str], thread_id: str = "") -> None:
+    """Deleted runs' events (journal) and receipts (delivery; all of `thread_id`'s too)."""
+    if run_ids:
+        await call(peers.journal.Forget(journal_pb2.ForgetRequest(run_ids=run_ids)))
+    await call(
+        peers.delivery.ForgetReceipts(
+            delivery_pb2.ForgetReceiptsRequest(thread_id=thread_id, run_ids=run_ids)
+        )
     )
 
 

@@ -4,8 +4,9 @@ and lease grants to them.
 Each runner holds one `Work` stream. `RunnerPool.wake()` is called when a run is
 committed, cancelled or released, or a slot frees up; the dispatch loop then
 claims runs for runners with free slots until nothing is left to claim. Between
-wake-ups it sleeps until the next lease expires, so a dead runner's run is taken
-over on time. Nothing polls.
+wake-ups it sleeps until the next lease expires or the next delayed run
+(`after_seconds`) becomes due, so a dead runner's run is taken over on time and a
+delayed run starts on time. Nothing polls.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from common import codec
 from services.admission.records import RunRecord
@@ -82,6 +84,13 @@ class RunnerPool:
             connection.active.discard(run_id)
         self.wake()
 
+    def release_ended(self, run_id: str) -> None:
+        """A run ended without being executed (cancelled before it started, or out
+        of attempts): its runner will not report it, so free its slot here."""
+        for connection in self.runners.values():
+            connection.active.discard(run_id)
+        self.wake()
+
     def send_cancel(self, run_id: str, action: str) -> bool:
         """Tell the runner executing `run_id` to stop it. False when none here has it."""
         for connection in self.runners.values():
@@ -133,21 +142,21 @@ class RunnerPool:
         while True:
             try:
                 await self._dispatch_pending()
-                timeout = await self._seconds_to_next_expiry()
+                timeout = await self._seconds_to_next_timer()
             except Exception:
                 log.exception("dispatch pass failed; retrying shortly")
                 timeout = 0.5
-            with contextlib.suppress(TimeoutError):  # a lease expired: look again
+            with contextlib.suppress(TimeoutError):  # a lease expired or a run is due
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
 
-    async def _seconds_to_next_expiry(self) -> float | None:
-        expiry = await self.store.next_lease_expiry()
-        if expiry is None:
+    async def _seconds_to_next_timer(self) -> float | None:
+        """Seconds until the next lease expiry or delayed start; None: neither waits."""
+        moments = [await self.store.next_lease_expiry(), await self.store.next_delayed_start()]
+        due = [_aware(moment) for moment in moments if moment is not None]
+        if not due:
             return None
-        if expiry.tzinfo is None:
-            expiry = expiry.replace(tzinfo=codec.now_utc().tzinfo)
-        return max(0.05, (expiry - codec.now_utc()).total_seconds() + 0.05)
+        return max(0.05, (min(due) - codec.now_utc()).total_seconds() + 0.05)
 
     async def _dispatch_pending(self) -> None:
         while True:
@@ -161,3 +170,8 @@ class RunnerPool:
                 return
             run, start_now = claimed
             self.assign(runner, run, start_now)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands times back without a zone; they are UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=codec.now_utc().tzinfo)

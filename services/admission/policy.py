@@ -14,7 +14,9 @@ Nothing is written before all of them pass.
 
 from __future__ import annotations
 
+import math
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from common import codec
@@ -62,6 +64,19 @@ def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
         )
 
 
+# A year: far beyond any sensible delay, and well inside what a timestamp can hold.
+MAX_START_DELAY_SECONDS = 365 * 24 * 3600
+
+
+def start_delay(after_seconds: float) -> timedelta:
+    """How long a run waits before it may start (`after_seconds`)."""
+    if not math.isfinite(after_seconds) or not 0 <= after_seconds <= MAX_START_DELAY_SECONDS:
+        raise invalid(
+            f"after_seconds must be between 0 and {MAX_START_DELAY_SECONDS} (got {after_seconds})."
+        )
+    return timedelta(seconds=after_seconds)
+
+
 def build_run(
     request: admission_pb2.StartRunRequest,
     assistant: AssistantRecord,
@@ -83,6 +98,7 @@ def build_run(
     check_no_secrets(metadata, kwargs.get("config"))
     kwargs = with_assistant_defaults(kwargs, assistant)
     check_model_allowed(kwargs, allowed_models)
+    delay = start_delay(request.after_seconds)
     now = codec.now_utc()
     return RunRecord(
         run_id=str(uuid.uuid4()),
@@ -93,7 +109,8 @@ def build_run(
         multitask_strategy=strategy,
         metadata=metadata,
         kwargs=kwargs,
-        created_at=now,
+        # As LangGraph does: a delayed run is created when it becomes due.
+        created_at=now + delay,
         updated_at=now,
         owner_id=caller.user_id if caller else LOCAL_OWNER,
     )

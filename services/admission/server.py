@@ -12,9 +12,9 @@ import grpc
 from sqlalchemy.exc import IntegrityError
 
 from common import codec
-from common.errors import busy, invalid, refused
+from common.errors import ServiceError, busy, invalid, refused
 from common.grpc_server import configure_logging, serve, translate_errors
-from common.identity import caller_of, owner_filter
+from common.identity import Principal, caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
 from common.sql import create_engine
@@ -32,6 +32,12 @@ from services.admission.policy import (
 from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, TERMINAL_STATUSES, RunRecord
 from services.admission.runner_facts import RunnerFacts
 from services.admission.store import AdmissionStore, Lease, RunEnd
+from services.admission.thread_queries import (
+    SORT_KEYS,
+    SORT_ORDERS,
+    THREAD_STATUSES,
+    ThreadQuery,
+)
 from services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
@@ -60,6 +66,34 @@ def _thread_id(value: str) -> str:
     return value
 
 
+def _one_of(value: str, field: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise invalid(f"{field} must be one of {', '.join(allowed)} (got '{value}').")
+    return value
+
+
+def _thread_query(request: Any) -> ThreadQuery:
+    """The filters of a SearchThreads or CountThreads request, checked."""
+    query = ThreadQuery(
+        metadata=_json_object(request.metadata_json, "metadata"),
+        values=_json_object(request.values_json, "values"),
+    )
+    if request.status:
+        query.status = _one_of(request.status, "status", THREAD_STATUSES)
+    return query
+
+
+def _search_query(request: admission_pb2.SearchThreadsRequest) -> ThreadQuery:
+    query = _thread_query(request)
+    for thread_id in request.ids:
+        if not codec.is_uuid(thread_id):
+            raise invalid(f"ids: '{thread_id}' is not a UUID.")
+    query.ids = list(request.ids)
+    query.sort_by = _one_of(request.sort_by or "created_at", "sort_by", SORT_KEYS)
+    query.sort_order = _one_of(request.sort_order or "desc", "sort_order", SORT_ORDERS)
+    return query
+
+
 class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     def __init__(
         self, store: AdmissionStore, pool: RunnerPool, facts: RunnerFacts, settings: Settings
@@ -81,9 +115,8 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         metadata = _json_object(request.metadata_json, "metadata")
         caller = caller_of(context)
         owner_id = caller.user_id if caller else LOCAL_OWNER
-        record = await self.store.create_thread(
-            thread_id, metadata, request.if_exists or "raise", owner_id
-        )
+        if_exists = _one_of(request.if_exists or "raise", "if_exists", ("raise", "do_nothing"))
+        record = await self.store.create_thread(thread_id, metadata, if_exists, owner_id)
         return record.to_proto()
 
     @translate_errors
@@ -101,28 +134,34 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
-        await self.store.delete_thread(_thread_id(request.thread_id), owner_filter(context))
-        return admission_pb2.DeleteThreadResponse()
+        run_ids = await self.store.delete_thread(
+            _thread_id(request.thread_id), owner_filter(context)
+        )
+        return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
 
     @translate_errors
     async def SearchThreads(self, request, context):  # type: ignore[no-untyped-def]
-        metadata = _json_object(request.metadata_json, "metadata")
+        query = _search_query(request)
         limit = request.limit or 10
         if not 1 <= limit <= 1000:
             raise invalid("limit must be between 1 and 1000.")
         if request.offset < 0:
             raise invalid("offset must not be negative.")
         records = await self.store.search_threads(
-            metadata, request.status, limit, request.offset, owner_filter(context)
+            query, limit, request.offset, owner_filter(context)
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
+
+    @translate_errors
+    async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
+        count = await self.store.count_threads(_thread_query(request), owner_filter(context))
+        return admission_pb2.CountThreadsResponse(count=count)
 
     # ---- runs ----------------------------------------------------------------
 
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
         caller = caller_of(context)
-        owner = caller.owner_filter if caller else None
         key = key_for(
             request, caller.user_id if caller else LOCAL_OWNER, self.settings.idempotency_seconds
         )
@@ -130,6 +169,39 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
             found = await self.store.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
+        run, owner = await self._checked_run(request, caller)
+        try:
+            await self._admit(run, request.if_not_exists, owner, key)
+        except IntegrityError as error:
+            found = await self.store.keyed_run(key) if key else None
+            if key is not None and found is not None:
+                return await self._replay(key, found)  # a twin with the same key won the race
+            raise busy(
+                f"Thread {run.thread_id} changed under this request (created or started "
+                "concurrently); retry it."
+            ) from error
+        return run.to_proto()
+
+    @translate_errors
+    async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
+        # Every request is checked before any run is stored: a bad one writes nothing.
+        caller = caller_of(context)
+        checked = []
+        for index, one in enumerate(request.runs):
+            try:
+                checked.append((await self._checked_run(one, caller), one))
+            except ServiceError as error:
+                raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
+        for (run, owner), one in checked:
+            await self._admit(run, one.if_not_exists, owner, None)
+        return admission_pb2.StartRunsResponse(runs=[run.to_proto() for (run, _), _ in checked])
+
+    async def _checked_run(
+        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+    ) -> tuple[RunRecord, str | None]:
+        """Every rule of `policy.py`, in its order; nothing is written.
+        Returns the run to store and the owner its caller is confined to."""
+        owner = caller.owner_filter if caller else None
         assistant = await self.assistants.resolve_for_run(request.assistant_id)
         run = build_run(request, assistant, self.allowed_models, caller)  # checks 1-4
         if_not_exists = request.if_not_exists or "reject"
@@ -145,17 +217,7 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         if checkpoint_id:
             graph_id = str(thread.metadata.get("graph_id") or "") if thread else ""
             await self.facts.require_checkpoint(run.thread_id, graph_id, checkpoint_id)
-        try:
-            await self._admit(run, if_not_exists, owner, key)
-        except IntegrityError as error:
-            found = await self.store.keyed_run(key) if key else None
-            if key is not None and found is not None:
-                return await self._replay(key, found)  # a twin with the same key won the race
-            raise busy(
-                f"Thread {run.thread_id} changed under this request (created or started "
-                "concurrently); retry it."
-            ) from error
-        return run.to_proto()
+        return run, owner
 
     async def _replay(self, key: IdempotencyKey, found: KeyedRun) -> common_pb2.Run:
         run_id = replayed_run_id(key, found)
@@ -164,17 +226,18 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     async def _admit(
         self, run: RunRecord, if_not_exists: str, owner: str | None, key: IdempotencyKey | None
     ) -> None:
-        """Store the run; claim it for a free runner here in the same transaction."""
+        """Store a checked run; claim it for a free runner here at once when it may start."""
         runner = self.pool.reserve_slot(run.run_id)
         lease = Lease(runner.runner_id, self.pool.lease_seconds) if runner else None
         try:
-            await self.store.admit_run(run, if_not_exists, lease, owner, key)
+            await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key)
         finally:
             if runner is not None and run.lease_owner is None:
                 self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
         if runner is not None and run.lease_owner is not None:
             self.pool.assign(runner, run, start_now=True)
-        # Waiting runs need a claim; a leased one needs the loop's expiry timer.
+        # Waiting runs need a claim; a leased one needs the loop's expiry timer; a
+        # delayed one needs the loop's start timer.
         self.pool.wake()
         for run_id, action in run.displaced:  # interrupt / rollback strategies
             self.pool.send_cancel(run_id, action)
@@ -339,6 +402,8 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         started, reason = await self.store.begin_run(
             request.run_id, request.epoch, self.pool.max_attempts
         )
+        if reason in ("cancelled", "exhausted"):  # ended here: no FinishRun will follow
+            self.pool.release_ended(request.run_id)
         return admission_pb2.BeginRunResponse(started=started, reason=reason)
 
     @translate_errors
@@ -353,6 +418,30 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return run.to_proto()
+
+    @translate_errors
+    async def CancelRuns(self, request, context):  # type: ignore[no-untyped-def]
+        action = _one_of(request.action or "interrupt", "action", CANCEL_ACTIONS)
+        thread_id, run_ids, status = request.thread_id, list(request.run_ids), request.status
+        if status:
+            _one_of(status, "status", ("pending", "running", "all"))
+            if thread_id or run_ids:
+                raise invalid("Give either a status, or a thread_id with run_ids: not both.")
+        else:
+            if not thread_id or not run_ids:
+                raise invalid("Give either a status, or a thread_id with run_ids.")
+            _thread_id(thread_id)
+            for run_id in run_ids:
+                if not codec.is_uuid(run_id):
+                    raise invalid(f"run_ids: '{run_id}' is not a UUID.")
+        runs = await self.store.request_cancel_many(
+            thread_id, run_ids, status, action, owner_filter(context)
+        )
+        for run in runs:
+            # The first action wins: tell each runner the one that was stored.
+            if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
+                self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
+        return admission_pb2.CancelRunsResponse(runs=[run.to_proto() for run in runs])
 
     @translate_errors
     async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]

@@ -19,10 +19,8 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    type_coerce,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -39,6 +37,13 @@ from services.admission.records import (
     allowed_sources,
 )
 from services.admission.tables import idempotency_keys, runs, threads
+from services.admission.thread_queries import (
+    ThreadQuery,
+    filters,
+    install_sqlite_json_contains,
+    ordering,
+    thread_columns,
+)
 from services.admission.wakeups import cancel_payload, notify, wake_payload
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -55,6 +60,11 @@ def _thread(row: Row[Any]) -> ThreadRecord:
         interrupts=row.interrupts,
         owner_id=row.owner_id,
     )
+
+
+def _owned_by(owner: str | None) -> list[Any]:
+    """The WHERE clause confining a query to `owner`'s threads (none for admins)."""
+    return [] if owner is None else [threads.c.owner_id == owner]
 
 
 def _run(row: Row[Any]) -> RunRecord:
@@ -83,6 +93,8 @@ class AdmissionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
+        if not self.is_postgres:
+            install_sqlite_json_contains(engine)
         # SQLite has no row locks: serialize admissions per thread in-process.
         self._thread_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -117,9 +129,9 @@ class AdmissionStore:
     async def _get_thread(
         self, conn: AsyncConnection, thread_id: str, lock: bool = False
     ) -> ThreadRecord | None:
-        query = select(threads).where(threads.c.thread_id == thread_id)
+        query = select(*thread_columns()).where(threads.c.thread_id == thread_id)
         if lock and self.is_postgres:
-            query = query.with_for_update()
+            query = query.with_for_update(of=threads)
         row = (await conn.execute(query)).first()
         return _thread(row) if row else None
 
@@ -162,42 +174,41 @@ class AdmissionStore:
             )
         return record
 
-    async def delete_thread(self, thread_id: str, owner: str | None = None) -> None:
+    async def delete_thread(self, thread_id: str, owner: str | None = None) -> list[str]:
+        """Delete the thread and its runs; returns the deleted runs' ids."""
         async with self._thread_locks[thread_id], self.engine.begin() as conn:
             await self._owned_thread(conn, thread_id, owner, lock=True)
             if await self._has_active_run(conn, thread_id):
                 raise busy(f"Thread {thread_id} has an active run; cancel it before deleting.")
-            await conn.execute(delete(runs).where(runs.c.thread_id == thread_id))
+            deleted = await conn.execute(
+                delete(runs).where(runs.c.thread_id == thread_id).returning(runs.c.run_id)
+            )
+            run_ids = [str(run_id) for run_id in deleted.scalars()]
             await conn.execute(delete(threads).where(threads.c.thread_id == thread_id))
+        return run_ids
 
     async def search_threads(
-        self,
-        metadata: dict[str, Any],
-        status: str,
-        limit: int,
-        offset: int,
-        owner: str | None = None,
+        self, query: ThreadQuery, limit: int, offset: int, owner: str | None = None
     ) -> list[ThreadRecord]:
-        query = select(threads)
-        if owner is not None:
-            query = query.where(threads.c.owner_id == owner)
-        if status:
-            query = query.where(threads.c.status == status)
-        if metadata:
-            if self.is_postgres:
-                query = query.where(type_coerce(threads.c.metadata, JSONB).contains(metadata))
-            else:
-                for key, value in metadata.items():
-                    path = f'$."{key}"'
-                    stored = func.json_extract(threads.c.metadata, path)
-                    if isinstance(value, dict | list):
-                        query = query.where(stored == func.json(codec.dumps(value).decode()))
-                    else:
-                        query = query.where(stored == value)
-        query = query.order_by(threads.c.created_at.desc()).limit(limit).offset(offset)
+        statement = (
+            select(*thread_columns())
+            .where(*filters(query, self.is_postgres), *_owned_by(owner))
+            .order_by(*ordering(query))
+            .limit(limit)
+            .offset(offset)
+        )
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+            rows = (await conn.execute(statement)).all()
         return [_thread(row) for row in rows]
+
+    async def count_threads(self, query: ThreadQuery, owner: str | None = None) -> int:
+        statement = (
+            select(func.count())
+            .select_from(threads)
+            .where(*filters(query, self.is_postgres), *_owned_by(owner))
+        )
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(statement)).scalar_one())
 
     # ---- runs ----------------------------------------------------------------
 
@@ -258,7 +269,7 @@ class AdmissionStore:
                         expires_at=key.expires_at,
                     )
                 )
-            leased = lease is not None and not thread_busy
+            leased = lease is not None and not thread_busy and _is_due(run)
             if lease is not None and leased:
                 await self._lease_admitted_run(conn, run, lease)
             else:
@@ -357,6 +368,33 @@ class AdmissionStore:
         )
         return bool((await conn.execute(query)).scalar())
 
+    async def request_cancel_many(
+        self, thread_id: str, run_ids: list[str], status: str, action: str, owner: str | None = None
+    ) -> list[RunRecord]:
+        """Record a cancel for several runs: the listed runs of one thread, or every
+        run with `status` (pending, running or all). Finished runs among the listed
+        ones are left alone. Returns the runs cancelled, each with its standing action."""
+        query = select(runs)
+        if status:
+            wanted = ACTIVE_STATUSES if status == "all" else (status,)
+            query = query.where(runs.c.status.in_(wanted))
+        else:
+            query = query.where(runs.c.thread_id == thread_id, runs.c.run_id.in_(run_ids))
+        if owner is not None:  # someone else's runs are never found, let alone cancelled
+            query = query.where(runs.c.owner_id == owner)
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(query.order_by(runs.c.created_at))).all()
+            if not rows:
+                raise not_found("No runs found to cancel.")
+            cancelled: list[RunRecord] = []
+            for row in rows:
+                if row.status not in ACTIVE_STATUSES:
+                    continue
+                record = _run(row)
+                record.cancel_action = await self._mark_cancelled(conn, row, action)
+                cancelled.append(record)
+        return cancelled
+
     async def get_run(self, thread_id: str, run_id: str, owner: str | None = None) -> RunRecord:
         async with self.engine.connect() as conn:
             row = (
@@ -395,8 +433,9 @@ class AdmissionStore:
     # ---- the run lifecycle: claim -> begin -> renew ... -> finish ------------------
 
     def _claimable(self, now: datetime) -> Select[Any]:
-        """Pending runs whose thread is free (or that are cancelled: they only need
-        finalizing), and running runs whose lease expired (takeover), oldest first."""
+        """Pending runs that are due and whose thread is free (or that are cancelled:
+        they only need finalizing), and running runs whose lease expired (takeover),
+        oldest first. A delayed run (`after_seconds`) is due at its created_at."""
         other = runs.alias("other")
         # Busy: another active run of the thread is held by a runner (claimed,
         # running, or waiting for takeover).
@@ -414,7 +453,10 @@ class AdmissionStore:
                 or_(
                     and_(
                         runs.c.status == "pending",
-                        or_(runs.c.cancel_action.is_not(None), ~thread_busy),
+                        or_(
+                            runs.c.cancel_action.is_not(None),
+                            and_(~thread_busy, runs.c.created_at <= now),
+                        ),
                         or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < now),
                     ),
                     and_(runs.c.status == "running", runs.c.lease_expires_at < now),
@@ -559,6 +601,16 @@ class AdmissionStore:
             )
             return (await conn.execute(query)).scalar()  # type: ignore[no-any-return]
 
+    async def next_delayed_start(self) -> datetime | None:
+        """When the next delayed run (`after_seconds`) becomes due, if one waits."""
+        async with self.engine.connect() as conn:
+            query = select(func.min(runs.c.created_at)).where(
+                runs.c.status == "pending",
+                runs.c.cancel_action.is_(None),
+                runs.c.created_at > codec.now_utc(),
+            )
+            return (await conn.execute(query)).scalar()  # type: ignore[no-any-return]
+
     async def finish_run(self, report: RunEnd) -> bool:
         """Write a terminal status; refused (False) for a stale epoch or a finished run."""
         async with self.engine.begin() as conn:
@@ -641,6 +693,11 @@ class RunEnd:
     values: dict[str, Any] | None = None
     interrupts: dict[str, Any] | None = None
     rolled_back: bool = False
+
+
+def _is_due(run: RunRecord) -> bool:
+    """False for a run created with `after_seconds` whose delay has not passed."""
+    return run.created_at <= codec.now_utc()
 
 
 def _run_values(run: RunRecord) -> dict[str, Any]:

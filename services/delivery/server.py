@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from common import codec
+from common.errors import invalid
 from common.grpc_server import configure_logging, serve, translate_errors
 from common.settings import get_settings
 from common.sql import create_engine
@@ -50,6 +51,15 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
     @translate_errors
     async def GetReceipt(self, request, context):  # type: ignore[no-untyped-def]
         return _to_proto(await self.store.latest(request.run_id))
+
+    @translate_errors
+    async def ForgetReceipts(self, request, context):  # type: ignore[no-untyped-def]
+        thread_ids = [request.thread_id] if request.thread_id else []
+        for value in [*thread_ids, *request.run_ids]:
+            if not codec.is_uuid(value):
+                raise invalid(f"'{value}' is not a UUID.")
+        deleted = await self.store.forget(request.thread_id, list(request.run_ids))
+        return delivery_pb2.ForgetReceiptsResponse(deleted=deleted)
 
 
 async def main() -> None:

@@ -15,8 +15,10 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    delete,
     func,
     insert,
+    or_,
     select,
 )
 from sqlalchemy.exc import IntegrityError
@@ -97,3 +99,16 @@ class ReceiptStore:
         if row is None:
             raise not_found(f"Run {run_id} has no receipt.")
         return ReceiptRecord(**row._mapping)
+
+    async def forget(self, thread_id: str, run_ids: list[str]) -> int:
+        """Delete the receipts of a thread's runs and of the listed runs."""
+        matches = []
+        if thread_id:
+            matches.append(receipts.c.thread_id == thread_id)
+        if run_ids:
+            matches.append(receipts.c.run_id.in_(run_ids))
+        if not matches:
+            return 0
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(receipts).where(or_(*matches)))
+        return int(result.rowcount or 0)

@@ -10,11 +10,12 @@ replay and live has no hole and no duplicate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from common.errors import busy
+from common.errors import busy, not_found
 from services.journal.store import JournalStore, StoredEvent
 
 log = logging.getLogger("waybill.journal")
@@ -28,6 +29,7 @@ class RunLog:
     epoch: int = 0
     events: list[StoredEvent] = field(default_factory=list)
     closed: bool = False
+    forgotten: bool = False  # deleted with its thread: gone for good
     head_stored: bool = False  # the run_logs row exists
     durable_seq: int = -1
     subscribers: set[asyncio.Queue[StoredEvent | None]] = field(default_factory=set)
@@ -81,7 +83,9 @@ class JournalHub:
         if run_log is not None:  # created while we were reading
             return run_log
         run_log = RunLog(run_id)
-        if stored is not None:
+        if stored is not None and stored.forgotten:
+            run_log.forgotten = run_log.closed = True
+        elif stored is not None:
             run_log.epoch = stored.epoch
             run_log.events = stored.events
             run_log.closed = stored.closed
@@ -92,10 +96,35 @@ class JournalHub:
             self._evict_later(run_log)
         return run_log
 
+    async def forget(self, run_ids: list[str]) -> int:
+        """Delete runs' logs for good; their live subscribers get END. Returns how
+        many had a stored log."""
+        count = await self.store.forget(run_ids)
+        for run_id in run_ids:
+            loading = self._loading.get(run_id)
+            if loading is not None:  # a load that read before the delete
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(loading)
+            run_log = self.logs.get(run_id)
+            if run_log is None:
+                continue  # the next open finds the tombstone
+            run_log.forgotten = run_log.closed = True
+            run_log.events = []
+            for queue in run_log.subscribers:
+                queue.put_nowait(END)
+            run_log.subscribers.clear()
+            async with self._durable:  # nothing more will be stored: release flushes
+                run_log.durable_seq = run_log.next_seq - 1
+                self._durable.notify_all()
+            self._evict_later(run_log)
+        return count
+
     # ---- writing ---------------------------------------------------------------
 
     async def append(self, run_id: str, epoch: int, items: list[tuple[str, bytes]]) -> int:
         run_log = await self.open(run_id)
+        if run_log.forgotten:
+            raise busy(f"run {run_id} was deleted with its thread")
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
         run_log.epoch = epoch
@@ -118,6 +147,8 @@ class JournalHub:
 
     async def close(self, run_id: str, epoch: int) -> None:
         run_log = await self.open(run_id)
+        if run_log.forgotten:
+            return  # deleted (after its run ended) before its runner closed it
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
         await self.flush(run_id)
@@ -143,6 +174,9 @@ class JournalHub:
             batch = [await self._pending.get()]
             while len(batch) < self.batch_max and not self._pending.empty():
                 batch.append(self._pending.get_nowait())
+            batch = [stored for stored in batch if not self._forgotten(stored.run_id)]
+            if not batch:
+                continue
             opened: dict[str, int] = {}
             for stored in batch:
                 run_log = self.logs[stored.run_id]
@@ -165,6 +199,10 @@ class JournalHub:
                     run_log.durable_seq = max(run_log.durable_seq, stored.seq)
                 self._durable.notify_all()
 
+    def _forgotten(self, run_id: str) -> bool:
+        run_log = self.logs.get(run_id)
+        return run_log is None or run_log.forgotten
+
     # ---- reading ---------------------------------------------------------------
 
     async def subscribe(
@@ -172,6 +210,8 @@ class JournalHub:
     ) -> AsyncIterator[list[StoredEvent] | None]:
         """Yield batches of events from `from_seq`, then live ones, then END once closed."""
         run_log = await self.open(run_id)
+        if run_log.forgotten:
+            raise not_found(f"Run {run_id} not found: it was deleted with its thread.")
         queue: asyncio.Queue[StoredEvent | None] = asyncio.Queue()
         start = run_log.next_seq if live_only else max(0, from_seq)
         backlog = run_log.events[start:]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from common import codec
+from common.errors import invalid
 from common.grpc_server import configure_logging, serve, translate_errors
 from common.settings import get_settings
 from common.sql import create_engine
@@ -30,6 +32,15 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
     async def Close(self, request, context):  # type: ignore[no-untyped-def]
         await self.hub.close(request.run_id, request.epoch)
         return journal_pb2.CloseResponse()
+
+    @translate_errors
+    async def Forget(self, request, context):  # type: ignore[no-untyped-def]
+        run_ids = list(request.run_ids)
+        for run_id in run_ids:
+            if not codec.is_uuid(run_id):
+                raise invalid(f"run_ids: '{run_id}' is not a UUID.")
+        forgotten = await self.hub.forget(run_ids) if run_ids else 0
+        return journal_pb2.ForgetResponse(forgotten=forgotten)
 
     @translate_errors
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]

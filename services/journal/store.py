@@ -13,6 +13,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    delete,
     insert,
     select,
     update,
@@ -41,6 +42,14 @@ run_logs = Table(
     Column("epoch", BigInteger, nullable=False),
     Column("closed_at", DateTime(timezone=True)),
 )
+# Runs deleted with their thread: their log must not come back (a late Close or
+# Append), and a subscriber must hear NOT_FOUND rather than wait forever.
+forgotten_runs = Table(
+    "forgotten_runs",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("forgotten_at", DateTime(timezone=True), nullable=False),
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class StoredLog:
     epoch: int
     closed: bool
     events: list[StoredEvent]
+    forgotten: bool = False
 
 
 class JournalStore:
@@ -68,6 +78,9 @@ class JournalStore:
     async def load(self, run_id: str) -> StoredLog | None:
         """Everything stored for a run, or None when the journal never saw it."""
         async with self.engine.connect() as conn:
+            gone = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id == run_id)
+            if (await conn.execute(gone)).first() is not None:
+                return StoredLog(epoch=0, closed=True, events=[], forgotten=True)
             head = (await conn.execute(select(run_logs).where(run_logs.c.run_id == run_id))).first()
             if head is None:
                 return None
@@ -112,3 +125,23 @@ class JournalStore:
                 .where(run_logs.c.run_id == run_id)
                 .values(closed_at=codec.now_utc(), epoch=epoch)
             )
+
+    async def forget(self, run_ids: list[str]) -> int:
+        """Delete the runs' events and logs and remember them as forgotten.
+        Returns how many of them had a log."""
+        now = codec.now_utc()
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(run_events).where(run_events.c.run_id.in_(run_ids)))
+            logs = await conn.execute(
+                delete(run_logs).where(run_logs.c.run_id.in_(run_ids)).returning(run_logs.c.run_id)
+            )
+            had_log = len(logs.all())
+            known = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id.in_(run_ids))
+            already = set((await conn.execute(known)).scalars())
+            fresh = [run_id for run_id in dict.fromkeys(run_ids) if run_id not in already]
+            if fresh:
+                await conn.execute(
+                    insert(forgotten_runs),
+                    [{"run_id": run_id, "forgotten_at": now} for run_id in fresh],
+                )
+        return had_log

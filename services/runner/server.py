@@ -16,6 +16,7 @@ from common.grpc_server import configure_logging, serve, translate_errors
 from common.identity import LOCAL_USER, caller_of
 from common.settings import Settings, get_settings
 from common.sql import create_engine
+from services.runner.agent.workspace import remove_workspace
 from services.runner.execution import Peers, RunLimits
 from services.runner.graphs import GraphNotFoundError, GraphRegistry
 from services.runner.owned_store import OwnedStore
@@ -126,7 +127,11 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def DeleteThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        # The id names a directory below: only a UUID may (no `..`, no `/`).
+        if not codec.is_uuid(request.thread_id):
+            raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
         await self.graphs.checkpointer.adelete_thread(request.thread_id)
+        await asyncio.to_thread(remove_workspace, request.thread_id)
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors

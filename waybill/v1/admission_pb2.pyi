@@ -38,20 +38,30 @@ class DeleteThreadRequest(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
 
 class DeleteThreadResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("run_ids",)
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchThreadsRequest(_message.Message):
-    __slots__ = ("metadata_json", "status", "limit", "offset")
+    __slots__ = ("metadata_json", "status", "limit", "offset", "values_json", "ids", "sort_by", "sort_order")
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    SORT_ORDER_FIELD_NUMBER: _ClassVar[int]
     metadata_json: bytes
     status: str
     limit: int
     offset: int
-    def __init__(self, metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    values_json: bytes
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    sort_by: str
+    sort_order: str
+    def __init__(self, metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., values_json: _Optional[bytes] = ..., ids: _Optional[_Iterable[str]] = ..., sort_by: _Optional[str] = ..., sort_order: _Optional[str] = ...) -> None: ...
 
 class SearchThreadsResponse(_message.Message):
     __slots__ = ("threads",)
@@ -59,8 +69,24 @@ class SearchThreadsResponse(_message.Message):
     threads: _containers.RepeatedCompositeFieldContainer[_common_pb2.Thread]
     def __init__(self, threads: _Optional[_Iterable[_Union[_common_pb2.Thread, _Mapping]]] = ...) -> None: ...
 
+class CountThreadsRequest(_message.Message):
+    __slots__ = ("metadata_json", "values_json", "status")
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata_json: bytes
+    values_json: bytes
+    status: str
+    def __init__(self, metadata_json: _Optional[bytes] = ..., values_json: _Optional[bytes] = ..., status: _Optional[str] = ...) -> None: ...
+
+class CountThreadsResponse(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
 class StartRunRequest(_message.Message):
-    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists", "idempotency_key")
+    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists", "idempotency_key", "after_seconds")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
     KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +94,7 @@ class StartRunRequest(_message.Message):
     MULTITASK_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     assistant_id: str
     kwargs_json: bytes
@@ -75,7 +102,20 @@ class StartRunRequest(_message.Message):
     multitask_strategy: _common_pb2.MultitaskStrategy
     if_not_exists: str
     idempotency_key: str
-    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    after_seconds: float
+    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., after_seconds: _Optional[float] = ...) -> None: ...
+
+class StartRunsRequest(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[StartRunRequest]
+    def __init__(self, runs: _Optional[_Iterable[_Union[StartRunRequest, _Mapping]]] = ...) -> None: ...
+
+class StartRunsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("thread_id", "run_id")
@@ -368,6 +408,24 @@ class CancelRunRequest(_message.Message):
     run_id: str
     action: str
     def __init__(self, thread_id: _Optional[str] = ..., run_id: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+
+class CancelRunsRequest(_message.Message):
+    __slots__ = ("thread_id", "run_ids", "status", "action")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    status: str
+    action: str
+    def __init__(self, thread_id: _Optional[str] = ..., run_ids: _Optional[_Iterable[str]] = ..., status: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+
+class CancelRunsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[_common_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class FinishRunResponse(_message.Message):
     __slots__ = ("accepted",)

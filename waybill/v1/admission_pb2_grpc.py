@@ -60,10 +60,20 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.SearchThreadsRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.SearchThreadsResponse.FromString,
                 _registered_method=True)
+        self.CountThreads = channel.unary_unary(
+                '/waybill.v1.Admission/CountThreads',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.CountThreadsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.CountThreadsResponse.FromString,
+                _registered_method=True)
         self.StartRun = channel.unary_unary(
                 '/waybill.v1.Admission/StartRun',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.StartRunRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
+        self.StartRuns = channel.unary_unary(
+                '/waybill.v1.Admission/StartRuns',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.StartRunsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.StartRunsResponse.FromString,
                 _registered_method=True)
         self.GetRun = channel.unary_unary(
                 '/waybill.v1.Admission/GetRun',
@@ -135,6 +145,11 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_common__pb2.Run.FromString,
                 _registered_method=True)
+        self.CancelRuns = channel.unary_unary(
+                '/waybill.v1.Admission/CancelRuns',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.CancelRunsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.CancelRunsResponse.FromString,
+                _registered_method=True)
         self.FinishRun = channel.unary_unary(
                 '/waybill.v1.Admission/FinishRun',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.RunFinished.SerializeToString,
@@ -167,14 +182,23 @@ class AdmissionServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteThread(self, request, context):
-        """Delete a thread and its runs. NOT_FOUND when unknown.
+        """Delete a thread and its runs. NOT_FOUND when unknown; ABORTED while one of
+        its runs is pending or running. Returns the deleted runs' ids, so that the
+        caller can have their events (journal) and receipts (delivery) forgotten.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SearchThreads(self, request, context):
-        """Search threads by metadata containment and status.
+        """Search threads by metadata and values containment, status and ids; sorted and paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountThreads(self, request, context):
+        """Count the threads a search with the same filters would find.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -182,6 +206,14 @@ class AdmissionServicer:
 
     def StartRun(self, request, context):
         """Admit a run: validate, then insert it `pending` in one transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartRuns(self, request, context):
+        """Admit several runs: every request is validated before any run is stored,
+        so one bad request refuses the whole batch. Runs in request order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -295,6 +327,15 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelRuns(self, request, context):
+        """Cancel several runs through the same durable path: either the listed runs
+        of one thread (finished ones are left alone), or every run with a status.
+        NOT_FOUND when nothing matches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FinishRun(self, request, context):
         """A runner reports a terminal status. Refused (accepted=false) when the
         epoch is stale or the run already ended: the caller lost the run.
@@ -331,10 +372,20 @@ def add_AdmissionServicer_to_server(servicer, server):
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.SearchThreadsRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.SearchThreadsResponse.SerializeToString,
             ),
+            'CountThreads': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountThreads,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.CountThreadsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.CountThreadsResponse.SerializeToString,
+            ),
             'StartRun': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRun,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.StartRunRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'StartRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartRuns,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.StartRunsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.StartRunsResponse.SerializeToString,
             ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
@@ -405,6 +456,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.CancelRunRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'CancelRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRuns,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.CancelRunsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.CancelRunsResponse.SerializeToString,
             ),
             'FinishRun': grpc.unary_unary_rpc_method_handler(
                     servicer.FinishRun,
@@ -558,6 +614,33 @@ class Admission:
             _registered_method=True)
 
     @staticmethod
+    def CountThreads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CountThreads',
+            waybill_dot_v1_dot_admission__pb2.CountThreadsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.CountThreadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def StartRun(request,
             target,
             options=(),
@@ -574,6 +657,33 @@ class Admission:
             '/waybill.v1.Admission/StartRun',
             waybill_dot_v1_dot_admission__pb2.StartRunRequest.SerializeToString,
             waybill_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/StartRuns',
+            waybill_dot_v1_dot_admission__pb2.StartRunsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.StartRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -952,6 +1062,33 @@ class Admission:
             '/waybill.v1.Admission/CancelRun',
             waybill_dot_v1_dot_admission__pb2.CancelRunRequest.SerializeToString,
             waybill_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CancelRuns',
+            waybill_dot_v1_dot_admission__pb2.CancelRunsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.CancelRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

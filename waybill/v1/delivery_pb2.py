@@ -25,19 +25,23 @@ _sym_db = _symbol_database.Default()
 from waybill.v1 import common_pb2 as waybill_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19waybill/v1/delivery.proto\x12\nwaybill.v1\x1a\x17waybill/v1/common.proto\"\xaf\x01\n\x13WriteReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\"#\n\x11GetReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xc8\x01\n\x07Receipt\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0f\n\x07verdict\x18\x08 \x01(\t2\x92\x01\n\x08\x44\x65livery\x12\x44\n\x0cWriteReceipt\x12\x1f.waybill.v1.WriteReceiptRequest\x1a\x13.waybill.v1.Receipt\x12@\n\nGetReceipt\x12\x1d.waybill.v1.GetReceiptRequest\x1a\x13.waybill.v1.Receiptb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19waybill/v1/delivery.proto\x12\nwaybill.v1\x1a\x17waybill/v1/common.proto\";\n\x15\x46orgetReceiptsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0f\n\x07run_ids\x18\x02 \x03(\t\")\n\x16\x46orgetReceiptsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"\xaf\x01\n\x13WriteReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\"#\n\x11GetReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xc8\x01\n\x07Receipt\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0f\n\x07verdict\x18\x08 \x01(\t2\xeb\x01\n\x08\x44\x65livery\x12\x44\n\x0cWriteReceipt\x12\x1f.waybill.v1.WriteReceiptRequest\x1a\x13.waybill.v1.Receipt\x12@\n\nGetReceipt\x12\x1d.waybill.v1.GetReceiptRequest\x1a\x13.waybill.v1.Receipt\x12W\n\x0e\x46orgetReceipts\x12!.waybill.v1.ForgetReceiptsRequest\x1a\".waybill.v1.ForgetReceiptsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waybill.v1.delivery_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WRITERECEIPTREQUEST']._serialized_start=67
-  _globals['_WRITERECEIPTREQUEST']._serialized_end=242
-  _globals['_GETRECEIPTREQUEST']._serialized_start=244
-  _globals['_GETRECEIPTREQUEST']._serialized_end=279
-  _globals['_RECEIPT']._serialized_start=282
-  _globals['_RECEIPT']._serialized_end=482
-  _globals['_DELIVERY']._serialized_start=485
-  _globals['_DELIVERY']._serialized_end=631
+  _globals['_FORGETRECEIPTSREQUEST']._serialized_start=66
+  _globals['_FORGETRECEIPTSREQUEST']._serialized_end=125
+  _globals['_FORGETRECEIPTSRESPONSE']._serialized_start=127
+  _globals['_FORGETRECEIPTSRESPONSE']._serialized_end=168
+  _globals['_WRITERECEIPTREQUEST']._serialized_start=171
+  _globals['_WRITERECEIPTREQUEST']._serialized_end=346
+  _globals['_GETRECEIPTREQUEST']._serialized_start=348
+  _globals['_GETRECEIPTREQUEST']._serialized_end=383
+  _globals['_RECEIPT']._serialized_start=386
+  _globals['_RECEIPT']._serialized_end=586
+  _globals['_DELIVERY']._serialized_start=589
+  _globals['_DELIVERY']._serialized_end=824
 # @@protoc_insertion_point(module_scope)

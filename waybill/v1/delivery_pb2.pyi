@@ -1,10 +1,25 @@
 from waybill.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ForgetReceiptsRequest(_message.Message):
+    __slots__ = ("thread_id", "run_ids")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, thread_id: _Optional[str] = ..., run_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ForgetReceiptsResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
 class WriteReceiptRequest(_message.Message):
     __slots__ = ("run_id", "thread_id", "epoch", "outcome", "final_output_json", "error")

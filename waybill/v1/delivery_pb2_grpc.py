@@ -44,6 +44,11 @@ class DeliveryStub:
                 request_serializer=waybill_dot_v1_dot_delivery__pb2.GetReceiptRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_delivery__pb2.Receipt.FromString,
                 _registered_method=True)
+        self.ForgetReceipts = channel.unary_unary(
+                '/waybill.v1.Delivery/ForgetReceipts',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsResponse.FromString,
+                _registered_method=True)
 
 
 class DeliveryServicer:
@@ -63,6 +68,14 @@ class DeliveryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForgetReceipts(self, request, context):
+        """Delete the receipts of a thread and of the listed runs (their thread or run
+        was deleted). Deleting nothing is not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeliveryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +88,11 @@ def add_DeliveryServicer_to_server(servicer, server):
                     servicer.GetReceipt,
                     request_deserializer=waybill_dot_v1_dot_delivery__pb2.GetReceiptRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_delivery__pb2.Receipt.SerializeToString,
+            ),
+            'ForgetReceipts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetReceipts,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +149,33 @@ class Delivery:
             '/waybill.v1.Delivery/GetReceipt',
             waybill_dot_v1_dot_delivery__pb2.GetReceiptRequest.SerializeToString,
             waybill_dot_v1_dot_delivery__pb2.Receipt.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetReceipts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/ForgetReceipts',
+            waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,6 +54,11 @@ class JournalStub:
                 request_serializer=waybill_dot_v1_dot_journal__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_journal__pb2.SubscribeItem.FromString,
                 _registered_method=True)
+        self.Forget = channel.unary_unary(
+                '/waybill.v1.Journal/Forget',
+                request_serializer=waybill_dot_v1_dot_journal__pb2.ForgetRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_journal__pb2.ForgetResponse.FromString,
+                _registered_method=True)
 
 
 class JournalServicer:
@@ -88,6 +93,15 @@ class JournalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Forget(self, request, context):
+        """Delete runs' events and logs for good (their thread was deleted). Live
+        subscribers get the end marker; afterwards Subscribe answers NOT_FOUND,
+        Append is refused and Close does nothing for these runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JournalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +124,11 @@ def add_JournalServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=waybill_dot_v1_dot_journal__pb2.SubscribeRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_journal__pb2.SubscribeItem.SerializeToString,
+            ),
+            'Forget': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forget,
+                    request_deserializer=waybill_dot_v1_dot_journal__pb2.ForgetRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_journal__pb2.ForgetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +239,33 @@ class Journal:
             '/waybill.v1.Journal/Subscribe',
             waybill_dot_v1_dot_journal__pb2.SubscribeRequest.SerializeToString,
             waybill_dot_v1_dot_journal__pb2.SubscribeItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Journal/Forget',
+            waybill_dot_v1_dot_journal__pb2.ForgetRequest.SerializeToString,
+            waybill_dot_v1_dot_journal__pb2.ForgetResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -125,7 +125,8 @@ class RunnerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteThreadState(self, request, context):
-        """Delete every checkpoint of a thread (after admission deleted the thread).
+        """Delete every checkpoint of a thread and its workspace directory (after
+        admission deleted the thread).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

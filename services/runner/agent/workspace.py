@@ -6,6 +6,7 @@ and symlinks that point outside are refused with a tool error that says why.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from langchain_core.runnables import RunnableConfig
@@ -20,6 +21,15 @@ def workspace_root(thread_id: str) -> Path:
     root = get_settings().workspaces_path() / thread_id
     root.mkdir(parents=True, exist_ok=True)
     return root.resolve()
+
+
+def remove_workspace(thread_id: str) -> None:
+    """Delete a thread's workspace with everything in it (gone already is fine)."""
+    root = get_settings().workspaces_path() / thread_id
+    if root.is_symlink():
+        root.unlink()  # never follow a link out of the workspaces directory
+    elif root.exists():
+        shutil.rmtree(root)
 
 
 def confined(config: RunnableConfig, relative: str) -> Path:
