@@ -179,6 +179,11 @@ async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
     for method, path, body in attempts:
         reply = await bob.request(method, path, json=body)
         assert reply.status_code == 404, (method, path, reply.status_code, reply.text)
+    # Endpoints that name the thread or run in the body cannot reach it either.
+    batch = [{**run_body, "thread_id": thread_id}]
+    assert (await bob.post("/runs/batch", json=batch)).status_code == 404
+    by_ids = {"thread_id": thread_id, "run_ids": [run_id]}
+    assert (await bob.post("/runs/cancel", json=by_ids)).status_code == 404
     # Nothing of alice's changed, and bob's searches do not show it.
     thread = (await alice.get(t)).json()
     assert "stolen" not in thread["metadata"]
@@ -186,6 +191,27 @@ async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
     assert len((await alice.get(f"{t}/runs")).json()) == 1
     found = (await bob.post("/threads/search", json={"limit": 1000})).json()
     assert thread_id not in {item["thread_id"] for item in found}
+    ids_filter = {"ids": [thread_id]}
+    assert (await bob.post("/threads/count", json=ids_filter)).json() == 0
+    assert (await alice.post("/threads/count", json=ids_filter)).json() == 1
+
+
+async def test_a_bulk_cancel_by_status_reaches_only_the_callers_runs(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    thread_id = (await alice.post("/threads", json={})).json()["thread_id"]
+    slow = {
+        "assistant_id": "lead_agent",
+        "input": {"messages": ['/tool wait {"seconds": 30}']},
+    }
+    run = (await alice.post(f"/threads/{thread_id}/runs", json=slow)).json()
+    await bob.post("/runs/cancel", json={"status": "all"})
+    assert (await alice.get(f"/threads/{thread_id}/runs/{run['run_id']}")).json()["status"] in (
+        "pending",
+        "running",
+    )
+    cancel = f"/threads/{thread_id}/runs/{run['run_id']}/cancel"
+    assert (await alice.post(cancel, params={"wait": "true"})).status_code == 204
 
 
 async def test_an_admin_sees_every_users_threads(
