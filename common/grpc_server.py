@@ -10,10 +10,11 @@ import functools
 import inspect
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import grpc
+import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common.errors import ServiceError
@@ -90,3 +91,8 @@ async def serve(
         await on_stop()
     await server.stop(grace_seconds)
     log.info("%s stopped", service)
+
+
+def run_service(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a service's `main` on uvloop: the same asyncio, with a faster event loop."""
+    uvloop.run(main())

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from common import codec
 from common.errors import ServiceError, busy, invalid, refused
-from common.grpc_server import configure_logging, serve, translate_errors
+from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import Principal, caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
@@ -499,4 +499,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_service(main)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from common import codec
 from common.errors import invalid
-from common.grpc_server import configure_logging, serve, translate_errors
+from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
 from common.sql import create_engine
 from services.journal.hub import END, JournalHub
@@ -75,4 +73,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_service(main)

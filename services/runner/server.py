@@ -12,7 +12,7 @@ from langgraph.errors import InvalidUpdateError
 
 from common import codec
 from common.errors import invalid, not_found
-from common.grpc_server import configure_logging, serve, translate_errors
+from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import LOCAL_USER, caller_of
 from common.settings import Settings, get_settings
 from common.sql import create_engine
@@ -278,4 +278,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_service(main)
