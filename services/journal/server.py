@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 from common import codec
-from common.errors import invalid
+from common.errors import ServiceError, invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
 from common.sql import create_engine
@@ -21,6 +24,18 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
         items = [(event.event, event.data) for event in request.events]
         last_seq = await self.hub.append(request.run_id, request.epoch, items)
         return journal_pb2.AppendResponse(last_seq=last_seq)
+
+    async def AppendStream(  # type: ignore[override]
+        self, request_iterator: AsyncIterator[journal_pb2.AppendRequest], context: Any
+    ) -> AsyncIterator[journal_pb2.AppendResponse]:
+        async for request in request_iterator:
+            items = [(event.event, event.data) for event in request.events]
+            try:
+                last_seq = await self.hub.append(request.run_id, request.epoch, items)
+            except ServiceError as refusal:  # this batch only: the stream serves other runs too
+                yield journal_pb2.AppendResponse(error=refusal.message)
+                continue
+            yield journal_pb2.AppendResponse(last_seq=last_seq)
 
     @translate_errors
     async def Flush(self, request, context):  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ from services.runner.conversation import closing_answer, unanswered_tool_calls
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
 from services.runner.graphs import GraphRegistry
+from services.runner.journal_link import JournalLink
 from services.runner.journal_sink import JournalSink
 from services.runner.owned_store import OwnedStore
 from services.runner.stats import STATS
@@ -54,6 +55,7 @@ class Peers:
     admission: admission_pb2_grpc.AdmissionStub
     journal: journal_pb2_grpc.JournalStub
     delivery: delivery_pb2_grpc.DeliveryStub
+    journal_link: JournalLink  # the runner's one append stream, shared by its runs
     # Every call a run makes has a deadline: a peer that hangs fails the call
     # (and the run's attempt) instead of holding the run forever.
     rpc_timeout: float = 30.0
@@ -147,7 +149,9 @@ class RunExecution:
         self.kwargs: dict[str, Any] = codec.loads(run.kwargs_json, {})
         self.config = run_config(run, self.kwargs)
         self.fence = RunFence(run.run_id, run.epoch, limits.lease_seconds)
-        self.sink = JournalSink(peers.journal, run.run_id, run.epoch, self.fence, peers.rpc_timeout)
+        self.sink = JournalSink(
+            peers.journal, peers.journal_link, run.run_id, run.epoch, self.fence, peers.rpc_timeout
+        )
         self.cancel_action: str | None = None
         self.handed_back = False
         self._graph_task: asyncio.Task[Outcome] | None = None
@@ -205,8 +209,14 @@ class RunExecution:
         too (a renewal now reports it lost); closing the log is still this
         epoch's to do, and the journal itself refuses an older epoch."""
         settled = RunFence(self.run.run_id, self.run.epoch, lease_seconds=math.inf)
+        peers = self.peers
         sink = JournalSink(
-            self.peers.journal, self.run.run_id, self.run.epoch, settled, self.peers.rpc_timeout
+            peers.journal,
+            peers.journal_link,
+            self.run.run_id,
+            self.run.epoch,
+            settled,
+            peers.rpc_timeout,
         )
         if reason == "cancelled":
             STATS.runs_cancelled_before_start += 1

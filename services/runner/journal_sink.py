@@ -1,56 +1,90 @@
-"""Appends a run's frames to the journal in order, batching whatever piles up
-while the previous `Append` is in flight, so the graph never waits on a round trip."""
+"""A run's frames on their way to the journal, in order.
+
+`emit` never waits: it queues the frame and asks the runner's `JournalLink`
+for a turn on the shared append stream. `drain` waits until the journal has
+answered for everything emitted; `flush` also waits until it is stored
+durably. A refused or lost batch fails the sink: the next `emit` or `drain`
+raises, so a run never goes on believing its events were kept.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
 from services.runner.fencing import RunFence
+from services.runner.journal_link import JournalLink
 from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+
+class JournalRefused(RuntimeError):
+    """The journal refused a batch of this run's events (stale epoch, closed log)."""
 
 
 class JournalSink:
     def __init__(
         self,
         journal: journal_pb2_grpc.JournalStub,
+        link: JournalLink,
         run_id: str,
         epoch: int,
         fence: RunFence,
         timeout: float = 30.0,
     ) -> None:
         self.journal = journal
+        self.link = link
         self.timeout = timeout
         self.run_id = run_id
         self.epoch = epoch
         self.fence = fence
+        self.waiting_for_turn = False  # the link's bookkeeping
         self._buffer: list[journal_pb2.RunEvent] = []
-        self._pump: asyncio.Task[None] | None = None
+        self._emitted = 0
+        self._answered = 0
+        self._failure: BaseException | None = None
+        self._progress = asyncio.Event()
 
     def emit(self, event: str, data: bytes) -> None:
+        if self._failure is not None:
+            raise self._failure
         self._buffer.append(journal_pb2.RunEvent(event=event, data=data))
-        if self._pump is None or self._pump.done():
-            if self._pump is not None:
-                self._pump.result()  # surface a failed append instead of losing events
-            self._pump = asyncio.create_task(self._send_all())
+        self._emitted += 1
+        self.link.request_turn(self)
 
-    async def _send_all(self) -> None:
-        while self._buffer:
-            batch, self._buffer = self._buffer, []
+    # ---- called by the link -------------------------------------------------------
+
+    def take_batch(self) -> journal_pb2.AppendRequest | None:
+        """Everything queued, as one request; None when there is nothing to send."""
+        if not self._buffer or self._failure is not None:
+            return None
+        try:
             self.fence.check("journal append")
-            await self.journal.Append(
-                journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch, events=batch),
-                timeout=self.timeout,
-            )
+        except Exception as error:
+            self.fail(error)
+            return None
+        batch, self._buffer = self._buffer, []
+        return journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch, events=batch)
+
+    def answered(self, answer: journal_pb2.AppendResponse, count: int) -> None:
+        if answer.error:
+            self.fail(JournalRefused(f"run {self.run_id}: {answer.error}"))
+            return
+        self._answered += count
+        self._progress.set()
+
+    def fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+        self._progress.set()
+
+    # ---- waiting ------------------------------------------------------------------
 
     async def drain(self) -> None:
-        """Wait until every emitted event has been appended (raises if one failed)."""
-        while self._pump is not None and (not self._pump.done() or self._buffer):
-            if self._pump.done():
-                self._pump.result()
-                self._pump = asyncio.create_task(self._send_all())
-            await self._pump
-        if self._pump is not None:
-            self._pump.result()
+        """Wait until the journal has answered for every emitted event (raises if one failed)."""
+        while self._failure is None and self._answered < self._emitted:
+            self._progress.clear()
+            await asyncio.wait_for(self._progress.wait(), self.timeout)
+        if self._failure is not None:
+            raise self._failure
 
     async def flush(self) -> None:
         """Drain, then wait until the journal has stored everything durably."""

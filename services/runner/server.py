@@ -19,6 +19,7 @@ from common.sql import create_engine
 from services.runner.agent.workspace import remove_workspace
 from services.runner.execution import Peers, RunLimits
 from services.runner.graphs import GraphNotFoundError, GraphRegistry
+from services.runner.journal_link import JournalLink
 from services.runner.owned_store import OwnedStore
 from services.runner.persistence import open_checkpointer, open_store
 from services.runner.state import EMPTY_STATE, snapshot_to_dict
@@ -234,11 +235,13 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
 
 def connect_peers(settings: Settings) -> Peers:
+    journal = journal_pb2_grpc.JournalStub(grpc.aio.insecure_channel(settings.journal_addr))
     return Peers(
         admission=admission_pb2_grpc.AdmissionStub(
             grpc.aio.insecure_channel(settings.admission_addr)
         ),
-        journal=journal_pb2_grpc.JournalStub(grpc.aio.insecure_channel(settings.journal_addr)),
+        journal=journal,
+        journal_link=JournalLink(journal),
         delivery=delivery_pb2_grpc.DeliveryStub(grpc.aio.insecure_channel(settings.delivery_addr)),
         rpc_timeout=settings.rpc_timeout_seconds,
     )

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\" \n\rForgetRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x0e\x46orgetResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x05\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"\"\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0f\n\rCloseResponse\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\x32\xcf\x02\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x12?\n\x06\x46orget\x12\x19.waybill.v1.ForgetRequest\x1a\x1a.waybill.v1.ForgetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\" \n\rForgetRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x0e\x46orgetResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x05\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"1\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0f\n\rCloseResponse\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\x32\x9a\x03\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12I\n\x0c\x41ppendStream\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse(\x01\x30\x01\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x12?\n\x06\x46orget\x12\x19.waybill.v1.ForgetRequest\x1a\x1a.waybill.v1.ForgetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,19 +40,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPENDREQUEST']._serialized_start=165
   _globals['_APPENDREQUEST']._serialized_end=249
   _globals['_APPENDRESPONSE']._serialized_start=251
-  _globals['_APPENDRESPONSE']._serialized_end=285
-  _globals['_FLUSHREQUEST']._serialized_start=287
-  _globals['_FLUSHREQUEST']._serialized_end=317
-  _globals['_FLUSHRESPONSE']._serialized_start=319
-  _globals['_FLUSHRESPONSE']._serialized_end=355
-  _globals['_CLOSEREQUEST']._serialized_start=357
-  _globals['_CLOSEREQUEST']._serialized_end=402
-  _globals['_CLOSERESPONSE']._serialized_start=404
-  _globals['_CLOSERESPONSE']._serialized_end=419
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=421
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=492
-  _globals['_SUBSCRIBEITEM']._serialized_start=494
-  _globals['_SUBSCRIBEITEM']._serialized_end=560
-  _globals['_JOURNAL']._serialized_start=563
-  _globals['_JOURNAL']._serialized_end=898
+  _globals['_APPENDRESPONSE']._serialized_end=300
+  _globals['_FLUSHREQUEST']._serialized_start=302
+  _globals['_FLUSHREQUEST']._serialized_end=332
+  _globals['_FLUSHRESPONSE']._serialized_start=334
+  _globals['_FLUSHRESPONSE']._serialized_end=370
+  _globals['_CLOSEREQUEST']._serialized_start=372
+  _globals['_CLOSEREQUEST']._serialized_end=417
+  _globals['_CLOSERESPONSE']._serialized_start=419
+  _globals['_CLOSERESPONSE']._serialized_end=434
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=436
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=507
+  _globals['_SUBSCRIBEITEM']._serialized_start=509
+  _globals['_SUBSCRIBEITEM']._serialized_end=575
+  _globals['_JOURNAL']._serialized_start=578
+  _globals['_JOURNAL']._serialized_end=988
 # @@protoc_insertion_point(module_scope)

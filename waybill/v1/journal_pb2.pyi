@@ -39,10 +39,12 @@ class AppendRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ..., events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
-    __slots__ = ("last_seq",)
+    __slots__ = ("last_seq", "error")
     LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     last_seq: int
-    def __init__(self, last_seq: _Optional[int] = ...) -> None: ...
+    error: str
+    def __init__(self, last_seq: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class FlushRequest(_message.Message):
     __slots__ = ("run_id",)

@@ -39,6 +39,11 @@ class JournalStub:
                 request_serializer=waybill_dot_v1_dot_journal__pb2.AppendRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_journal__pb2.AppendResponse.FromString,
                 _registered_method=True)
+        self.AppendStream = channel.stream_stream(
+                '/waybill.v1.Journal/AppendStream',
+                request_serializer=waybill_dot_v1_dot_journal__pb2.AppendRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_journal__pb2.AppendResponse.FromString,
+                _registered_method=True)
         self.Flush = channel.unary_unary(
                 '/waybill.v1.Journal/Flush',
                 request_serializer=waybill_dot_v1_dot_journal__pb2.FlushRequest.SerializeToString,
@@ -66,6 +71,16 @@ class JournalServicer:
 
     def Append(self, request, context):
         """Append events to a run's log; the journal numbers them in order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendStream(self, request_iterator, context):
+        """The same, as one long-lived stream per runner process: requests (of any
+        runs) are stored in the order they arrive and answered in that order, so
+        a runner sends its next batch without waiting for the last one's answer.
+        A refused batch is answered with `error` set; the stream goes on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -107,6 +122,11 @@ def add_JournalServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Append': grpc.unary_unary_rpc_method_handler(
                     servicer.Append,
+                    request_deserializer=waybill_dot_v1_dot_journal__pb2.AppendRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_journal__pb2.AppendResponse.SerializeToString,
+            ),
+            'AppendStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AppendStream,
                     request_deserializer=waybill_dot_v1_dot_journal__pb2.AppendRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_journal__pb2.AppendResponse.SerializeToString,
             ),
@@ -156,6 +176,33 @@ class Journal:
             request,
             target,
             '/waybill.v1.Journal/Append',
+            waybill_dot_v1_dot_journal__pb2.AppendRequest.SerializeToString,
+            waybill_dot_v1_dot_journal__pb2.AppendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/waybill.v1.Journal/AppendStream',
             waybill_dot_v1_dot_journal__pb2.AppendRequest.SerializeToString,
             waybill_dot_v1_dot_journal__pb2.AppendResponse.FromString,
             options,
