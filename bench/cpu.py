@@ -36,3 +36,24 @@ def stack_probe(pids: Mapping[str, int], client_label: str) -> CpuProbe:
 
 def spent_per_run(before: dict[str, float], after: dict[str, float], runs: int) -> dict[str, float]:
     return {name: (after[name] - before[name]) / runs for name in after if name in before}
+
+
+def postgres_probe(database: str) -> CpuProbe:
+    """CPU of the Postgres backends connected to `database` (read from their titles),
+    summed; backends that exited between two readings are not counted."""
+
+    def probe() -> dict[str, float]:
+        total = 0.0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                    title = cmdline.read().decode(errors="replace")
+            except OSError:
+                continue
+            if title.startswith("postgres: ") and f" {database} " in title:
+                total += process_cpu_seconds(int(entry.name)) or 0.0
+        return {"postgres": total}
+
+    return probe

@@ -1,4 +1,4 @@
-"""`make bench`: streaming, cancel latency and takeover time of `lead_agent` runs.
+"""`make bench`: streaming, cancel latency, takeover time and admission throughput.
 
 streaming: the same run (a) by `graph.astream(..., stream_mode=["messages"])` in
 this process, in-memory checkpointer, and (b) by `POST /threads/{tid}/runs/stream`
@@ -7,7 +7,9 @@ scripted model streams `/tokens N` without sleeping, so what is measured is
 Waybill's own per-event cost.
 cancel: a run inside a slow tool is cancelled; time until it is `interrupted`.
 takeover: the runner executing a run is killed; time until another resumes it.
-Every figure is a median over the repetitions.
+admission: background runs created per second at a fixed concurrency, on fresh
+threads, embedded and Postgres; p50/p99 of `POST /threads/{tid}/runs`.
+Every figure of streaming, cancel and takeover is a median over the repetitions.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from bench import cancel, in_process, takeover, through_gateway
+from bench import admission, cancel, in_process, takeover, through_gateway
 from bench.cpu import CpuProbe, spent_per_run, stack_probe, this_process_probe
 from bench.report import (
     Latencies,
@@ -43,7 +45,7 @@ from tests.stacks import running_stack, stack_env
 
 TimeRun = Callable[[int], RunTiming]
 
-MEASUREMENTS = ("streaming", "cancel", "takeover")
+MEASUREMENTS = ("streaming", "cancel", "takeover", "admission")
 
 
 def measurement_names(text: str) -> list[str]:
@@ -51,6 +53,13 @@ def measurement_names(text: str) -> list[str]:
     unknown = [name for name in chosen if name not in MEASUREMENTS]
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(f"choose from {','.join(MEASUREMENTS)}")
+    return chosen
+
+
+def backend_names(text: str) -> list[str]:
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    if not chosen or any(name not in admission.BACKENDS for name in chosen):
+        raise argparse.ArgumentTypeError(f"choose from {','.join(admission.BACKENDS)}")
     return chosen
 
 
@@ -82,6 +91,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # seconds of start-up each, so fewer of them.
     parser.add_argument(
         "--takeover-repetitions", type=int, default=3, help="kills, each on a fresh stack"
+    )
+    parser.add_argument(
+        "--admission-runs", type=int, default=2000, help="background runs created per backend"
+    )
+    parser.add_argument(
+        "--admission-concurrency", type=int, default=32, help="POSTs in flight at once"
+    )
+    parser.add_argument(
+        "--admission-clients",
+        type=int,
+        default=1,
+        help="client processes the admission runs and concurrency are split over",
+    )
+    parser.add_argument(
+        "--backends",
+        type=backend_names,
+        default=list(admission.BACKENDS),
+        metavar="NAMES",
+        help=f"admission: comma-separated backends (default: {','.join(admission.BACKENDS)})",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=600.0,
+        help="seconds the admitted runs get to end, after the last POST is answered",
     )
     parser.add_argument(
         "--run-timeout",
@@ -199,6 +233,29 @@ def measure_takeover(args: argparse.Namespace) -> dict[str, Any]:
     return show(result)
 
 
+def measure_admission(args: argparse.Namespace) -> dict[str, Any]:
+    print(
+        f"\n== admission: {args.admission_runs:,} background runs on fresh threads, "
+        f"{args.admission_concurrency} POSTs in flight from {args.admission_clients} "
+        "client process(es), async httpx",
+        flush=True,
+    )
+    results = []
+    for backend in args.backends:
+        results.append(
+            admission.measure(
+                backend,
+                args.admission_runs,
+                args.admission_concurrency,
+                args.admission_clients,
+                args.drain_timeout,
+            )
+        )
+        print(f"{backend}: done, 1-min load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"\n{admission.table(results)}")
+    return {result.backend: result.as_dict() for result in results}
+
+
 def show(result: Latencies) -> dict[str, Any]:
     print(f"\n{latency_table(result)}")
     return latency_document(result)
@@ -224,6 +281,8 @@ def main(argv: list[str] | None = None) -> None:
         document["cancel"] = measure_cancel(args)
     if "takeover" in args.only:
         document["takeover"] = measure_takeover(args)
+    if "admission" in args.only:
+        document["admission"] = measure_admission(args)
     print(f"\nbench took {time.perf_counter() - started:.1f} s (stack start-ups included)")
     if args.json:
         write_json(args.json, document)
