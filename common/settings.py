@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".waybill")
     database_url: str | None = None  # postgresql+asyncpg://… ; None means SQLite files
     redis_url: str | None = None
+    # Each service's Postgres connections: this many kept, and up to overflow more.
+    db_pool_size: int = 5
+    db_max_overflow: int = 10
     graphs: Path | None = None  # a langgraph.json whose `graphs` section is served
     config: Path | None = None  # the YAML file (models, …)
     cors_origins: str = "*"
@@ -93,6 +96,12 @@ class Settings(BaseSettings):
     @property
     def renew_every(self) -> float:
         return self.lease_renew_seconds or self.lease_seconds / 3
+
+    def engine(self, url: str) -> Any:
+        """The service's SQL engine for `url`, with this deployment's pool size."""
+        from common.sql import create_engine
+
+        return create_engine(url, self.db_pool_size, self.db_max_overflow)
 
     def sqlalchemy_url(self, service: str) -> str:
         """Postgres is shared by all services; SQLite is one file per service."""

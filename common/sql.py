@@ -13,7 +13,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:
+    """SQLite for the embedded default, else Postgres with a bounded pool: every
+    service's pool counts against the server's `max_connections`."""
     if url.startswith("sqlite"):
         engine = create_async_engine(url, connect_args={"timeout": 30})
 
@@ -27,7 +29,9 @@ def create_engine(url: str) -> AsyncEngine:
             cursor.close()
 
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True
+    )
 
 
 def _upgrade(connection: Connection, migrations_dir: Path, service: str) -> None:

@@ -17,7 +17,6 @@ from common.grpc_server import configure_logging, run_service, serve, translate_
 from common.identity import Principal, caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
-from common.sql import create_engine
 from services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
 from services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
 from services.admission.dispatch import RunnerConnection, RunnerPool
@@ -468,7 +467,7 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
-    store = AdmissionStore(create_engine(settings.sqlalchemy_url("admission")))
+    store = AdmissionStore(settings.engine(settings.sqlalchemy_url("admission")))
     await store.migrate()
     pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
     pool.start()

@@ -6,7 +6,6 @@ from common import codec
 from common.errors import invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
-from common.sql import create_engine
 from services.delivery.store import ReceiptRecord, ReceiptStore
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
@@ -63,7 +62,7 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("delivery")
-    store = ReceiptStore(create_engine(settings.sqlalchemy_url("delivery")))
+    store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
     await store.migrate()
     servicer = DeliveryServicer(store)
     await serve(

@@ -9,7 +9,6 @@ from common import codec
 from common.errors import ServiceError, invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
-from common.sql import create_engine
 from services.journal.hub import END, JournalHub
 from services.journal.store import JournalStore
 from waybill.v1 import journal_pb2, journal_pb2_grpc
@@ -72,7 +71,7 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("journal")
-    store = JournalStore(create_engine(settings.sqlalchemy_url("journal")))
+    store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
     await store.migrate()
     hub = JournalHub(store, batch_max=settings.journal_batch_max, evict_after=30.0)
     hub.start()

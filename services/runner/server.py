@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,6 @@ from common.errors import invalid, not_found
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import LOCAL_USER, caller_of
 from common.settings import Settings, get_settings
-from common.sql import create_engine
 from services.runner.agent.workspace import remove_workspace
 from services.runner.execution import Peers, RunLimits
 from services.runner.graphs import GraphNotFoundError, GraphRegistry
@@ -65,7 +65,10 @@ def _item_to_dict(item: Any) -> dict[str, Any]:
 def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
     """A schema pydantic cannot express is reported as null, as LangGraph Platform does."""
     try:
-        return make_schema()
+        with warnings.catch_warnings():
+            # LangGraph deprecates the config schema, but Platform clients still read it.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return make_schema()
     except Exception:
         log.warning("cannot build a JSON schema", exc_info=True)
         return None
@@ -250,7 +253,7 @@ def connect_peers(settings: Settings) -> Peers:
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
-    store = RunnerStore(create_engine(settings.checkpoint_sqlalchemy_url()))
+    store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
     async with open_checkpointer(settings) as checkpointer, open_store(settings) as long_term:
         await store.migrate()  # after the checkpointer made its tables: the fence guards them
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
