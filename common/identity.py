@@ -101,6 +101,12 @@ def caller_of(context: Any) -> Principal | None:
     return Principal.from_metadata(metadata)
 
 
+def acting_user(context: Any) -> str:
+    """Who a call acts for: its principal, or the local user for a service's own call."""
+    caller = caller_of(context)
+    return caller.user_id if caller else LOCAL_USER.user_id
+
+
 def owner_filter(context: Any) -> str | None:
     """The owner a call is confined to; None for admins and other services."""
     caller = caller_of(context)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from common import codec
+from common.identity import LOCAL_USER
 from waybill.v1 import admission_pb2, common_pb2
 
 ACTIVE_STATUSES = ("pending", "running")
@@ -23,7 +24,7 @@ RUN_TRANSITIONS: dict[str, tuple[str, ...]] = {
 CANCEL_ACTIONS = ("interrupt", "rollback")
 
 # Who owns what was created with auth off, or by a service on nobody's behalf.
-LOCAL_OWNER = "local"
+LOCAL_OWNER = LOCAL_USER.user_id
 
 
 def allowed_sources(target: str) -> list[str]:

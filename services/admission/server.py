@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from common import codec
 from common.errors import ServiceError, busy, invalid, refused
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.identity import Principal, caller_of, owner_filter
+from common.identity import Principal, acting_user, caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
 from services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
@@ -28,7 +28,7 @@ from services.admission.policy import (
     identity_of,
     requested_checkpoint,
 )
-from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, TERMINAL_STATUSES, RunRecord
+from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES, RunRecord
 from services.admission.runner_facts import RunnerFacts
 from services.admission.store import AdmissionStore, Lease, RunEnd
 from services.admission.thread_queries import (
@@ -112,8 +112,7 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
         thread_id = _thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
         metadata = _json_object(request.metadata_json, "metadata")
-        caller = caller_of(context)
-        owner_id = caller.user_id if caller else LOCAL_OWNER
+        owner_id = acting_user(context)
         if_exists = _one_of(request.if_exists or "raise", "if_exists", ("raise", "do_nothing"))
         record = await self.store.create_thread(thread_id, metadata, if_exists, owner_id)
         return record.to_proto()
@@ -161,9 +160,7 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
         caller = caller_of(context)
-        key = key_for(
-            request, caller.user_id if caller else LOCAL_OWNER, self.settings.idempotency_seconds
-        )
+        key = key_for(request, acting_user(context), self.settings.idempotency_seconds)
         if key is not None:  # a retry gets the run it created, and nothing starts
             found = await self.store.keyed_run(key)
             if found is not None:

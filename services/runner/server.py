@@ -14,7 +14,7 @@ from langgraph.errors import InvalidUpdateError
 from common import codec
 from common.errors import invalid, not_found
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.identity import LOCAL_USER, caller_of
+from common.identity import acting_user
 from common.settings import Settings, get_settings
 from services.runner.agent.workspace import remove_workspace
 from services.runner.execution import Peers, RunLimits
@@ -149,8 +149,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     def _store(self, context: Any) -> OwnedStore:
         """The caller's own namespaces of the store (see owned_store.py)."""
-        caller = caller_of(context)
-        return OwnedStore(self.graphs.store, caller.user_id if caller else LOCAL_USER.user_id)
+        return OwnedStore(self.graphs.store, acting_user(context))
 
     @translate_errors
     async def StorePut(self, request, context):  # type: ignore[no-untyped-def]
