@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 import yaml
@@ -25,6 +26,7 @@ from services.runner.run_journal import source_of
 from services.runner.token_ledger import CallUsage, TokenLedger
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 KEYS = {"alice": "alice-key-accounting", "bob": "bob-key-accounting"}
 MODEL = "stub-gpt"
@@ -480,6 +482,48 @@ async def test_the_token_usage_of_a_thread_with_no_runs_is_zero(
         "by_source": {"lead_agent": ZERO, "subagents": ZERO, "middleware": ZERO},
     }
     assert (await alice.get(f"/threads/{uuid.uuid4()}/token-usage")).status_code == 404
+
+
+async def test_records_are_fenced_and_go_with_their_thread_but_the_ledger_stays(
+    stack: Stack, client: LangGraphClient, alice: httpx.AsyncClient, stub: OpenAIStub
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    run, reports = await finished_run(client, stub, thread_id, "keep count")
+    before = (await alice.get("/token-usage")).json()
+
+    async with grpc.aio.insecure_channel(stack.settings.journal_addr) as channel:
+        journal = journal_pb2_grpc.JournalStub(channel)
+        late = journal_pb2.RunRecord(type="usage", data=b"{}")
+        with pytest.raises(grpc.aio.AioRpcError) as closed:  # the run ended: its log is closed
+            await journal.AppendRecords(
+                journal_pb2.AppendRecordsRequest(run_id=run["run_id"], epoch=1, records=[late])
+            )
+        assert closed.value.code() == grpc.StatusCode.ABORTED
+        assert "closed" in (closed.value.details() or "")
+
+        fresh = str(uuid.uuid4())  # a run the journal has seen nothing of yet
+        newer = journal_pb2.AppendRecordsRequest(run_id=fresh, epoch=2, records=[late, late])
+        assert (await journal.AppendRecords(newer)).last_seq == 1
+        with pytest.raises(grpc.aio.AioRpcError) as stale:
+            await journal.AppendRecords(
+                journal_pb2.AppendRecordsRequest(run_id=fresh, epoch=1, records=[late])
+            )
+        assert stale.value.code() == grpc.StatusCode.ABORTED
+        assert "stale" in (stale.value.details() or "")
+        await journal.Forget(journal_pb2.ForgetRequest(run_ids=[fresh]))
+        listed = await journal.ListRecords(journal_pb2.ListRecordsRequest(run_id=fresh, limit=10))
+        assert list(listed.records) == []
+
+        assert (await alice.delete(f"/threads/{thread_id}")).status_code == 204
+        gone = await journal.ListRecords(
+            journal_pb2.ListRecordsRequest(run_id=run["run_id"], limit=10)
+        )
+        assert list(gone.records) == []
+
+    # Tokens spent stay spent: the user's sums still hold the deleted thread's run.
+    assert (await alice.get("/token-usage")).json() == before
+    assert len(reports) == 1
+    assert before["runs"] >= 1
 
 
 # ---- the parts, without a stack --------------------------------------------------------

@@ -90,15 +90,11 @@ class RecordStore:
 
     async def _append_once(self, run_id: str, epoch: int, records: list[Record]) -> int:
         async with self.engine.begin() as conn:
-            await self._check_writable(conn, run_id, epoch)
-            last = await conn.scalar(
-                select(func.max(run_records.c.seq)).where(run_records.c.run_id == run_id)
-            )
-            first = -1 if last is None else int(last)
+            last = await self._check_writable(conn, run_id, epoch)
             rows = [
                 {
                     "run_id": run_id,
-                    "seq": first + 1 + offset,
+                    "seq": last + 1 + offset,
                     "type": record.type,
                     "epoch": epoch,
                     "data": record.data,
@@ -108,25 +104,25 @@ class RecordStore:
             ]
             if rows:
                 await conn.execute(insert(run_records), rows)
-            return first + len(rows)
+            return last + len(rows)
 
-    async def _check_writable(self, conn: AsyncConnection, run_id: str, epoch: int) -> None:
+    async def _check_writable(self, conn: AsyncConnection, run_id: str, epoch: int) -> int:
+        """Refuse a forgotten run, a closed log or a stale epoch. Returns the last seq (-1)."""
         gone = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id == run_id)
+        head = select(run_logs.c.epoch, run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
+        mine = select(func.max(run_records.c.seq), func.max(run_records.c.epoch)).where(
+            run_records.c.run_id == run_id
+        )
         if (await conn.execute(gone)).first() is not None:
             raise busy(f"run {run_id} was deleted with its thread")
-        head = (
-            await conn.execute(
-                select(run_logs.c.epoch, run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
-            )
-        ).first()
-        if head is not None and head.closed_at is not None:
+        log_head = (await conn.execute(head)).first()
+        if log_head is not None and log_head.closed_at is not None:
             raise busy(f"run {run_id}: the log is closed")
-        newest = await conn.scalar(
-            select(func.max(run_records.c.epoch)).where(run_records.c.run_id == run_id)
-        )
-        current = max(head.epoch if head is not None else 0, int(newest or 0))
+        last_seq, newest_epoch = (await conn.execute(mine)).one()
+        current = max(log_head.epoch if log_head is not None else 0, int(newest_epoch or 0))
         if epoch < current:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {current})")
+        return -1 if last_seq is None else int(last_seq)
 
     async def page(self, run_id: str, page: RecordPage) -> list[Record]:
         query = select(run_records).where(run_records.c.run_id == run_id)

@@ -256,8 +256,10 @@ class RunExecution:
         self.fence.check("journal flush")
         await self.sink.flush()
         snapshot = await graph.aget_state(thread_config(self.run.thread_id))
+        self._record_the_end(outcome, snapshot)  # sent while the receipt is written
         await self._write_receipt(outcome, snapshot)
-        await self._journal_the_end(outcome, snapshot)
+        if self.run_journal is not None:
+            await self.run_journal.sink.drain()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
             self.fence.check("journal close")
             await self.sink.close()
@@ -375,15 +377,14 @@ class RunExecution:
             timeout=self.peers.rpc_timeout,
         )
 
-    async def _journal_the_end(self, outcome: Outcome, snapshot: StateSnapshot) -> None:
-        """The run's delivery and token usage as records; all of its records stored."""
+    def _record_the_end(self, outcome: Outcome, snapshot: StateSnapshot) -> None:
+        """The run's delivery and token usage, as its last records."""
         if self.run_journal is None:
             return
         sink = self.run_journal.sink
         status = codec.RUN_STATUS_NAMES.get(outcome.status, "error")
         sink.emit("delivery", delivery_record(status, outcome.stop_reason, snapshot))
         sink.emit("usage", summarize(self._token_counts()))
-        await sink.drain()
 
     def _token_counts(self) -> list[TokenCount]:
         if self.run_journal is None:
