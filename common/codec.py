@@ -103,4 +103,6 @@ def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
         "metadata": loads(run.metadata_json, {}),
         "kwargs": redacted_kwargs(loads(run.kwargs_json, {})),
         "multitask_strategy": MULTITASK_NAMES.get(run.multitask_strategy, "reject"),
+        # Waybill's addition: token usage once the run ended (common/usage.py), else null.
+        "usage": loads(run.usage_json, None),
     }

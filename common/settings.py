@@ -14,6 +14,8 @@ import yaml
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.usage import Price
+
 BUILTIN_GRAPHS = {"lead_agent": "services.runner.lead_agent:build_lead_agent"}
 
 
@@ -140,6 +142,13 @@ class Settings(BaseSettings):
     def principals(self) -> list[PrincipalSpec]:
         entries = (self.yaml_config().get("auth") or {}).get("principals") or []
         return [PrincipalSpec.model_validate(entry) for entry in entries]
+
+    def prices(self) -> dict[str, Price]:
+        """`prices`: model name -> price per million tokens (optional; gives usage a cost)."""
+        entries = self.yaml_config().get("prices") or {}
+        if not isinstance(entries, dict):
+            raise ValueError("prices: must map model names to {input_per_million, ...}")
+        return {str(name): Price.model_validate(entry) for name, entry in entries.items()}
 
     def role_tools(self) -> dict[str, list[str]]:
         """`auth.role_tools`: role -> the only tools runs of that role may use."""

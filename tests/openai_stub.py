@@ -3,7 +3,15 @@
 It answers "Hello from the stub: <last user message>", one word per token,
 streamed (SSE, with the usage chunk when asked) or not, and records every
 request body it receives. Token counts are words: the prompt's words in,
-the reply's tokens out.
+the reply's tokens out. It is scripted by the last message, too:
+
+- a user message `/tool NAME {"arg": 1}` is answered with a call of tool NAME
+  (its output tokens: the words of the call's arguments, plus one);
+- after a tool's answer it says "The tool said: <answer>";
+- a user message `/fail` is refused with a 400, as OpenAI refuses a bad request.
+
+`reported` keeps the usage it reported for each answered request, in order;
+set `cached_tokens` to report that many prompt tokens as cache reads.
 """
 
 from __future__ import annotations
@@ -46,9 +54,41 @@ def usage_for(messages: list[dict[str, Any]], tokens: list[str]) -> dict[str, in
     }
 
 
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """The last message's text when it is the user's (else empty)."""
+    last = messages[-1] if messages else {}
+    return text_of(last.get("content")) if last.get("role") == "user" else ""
+
+
+def tool_call_for(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    text = last_user_text(messages)
+    if not text.startswith("/tool "):
+        return None
+    name, _, raw_args = text[len("/tool ") :].strip().partition(" ")
+    arguments = json.dumps(json.loads(raw_args) if raw_args.strip() else {})
+    return {
+        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def answer_tokens(messages: list[dict[str, Any]], call: dict[str, Any] | None) -> list[str]:
+    """What the usage counts as output: the reply's tokens, or the call's argument words."""
+    if call is not None:
+        return ["call", *call["function"]["arguments"].split()]
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        words = f"The tool said: {text_of(last.get('content'))}".split(" ")
+        return [word + " " for word in words[:-1]] + [words[-1]]
+    return reply_tokens(messages)
+
+
 class OpenAIStub:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.reported: list[dict[str, Any]] = []
+        self.cached_tokens = 0
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.chat_completions)
         self.port = 0
@@ -61,8 +101,17 @@ class OpenAIStub:
         body = await request.json()
         self.requests.append(body)
         messages = body.get("messages") or []
-        tokens = reply_tokens(messages)
-        usage = usage_for(messages, tokens)
+        if last_user_text(messages).startswith("/fail"):
+            refusal = {"message": "The stub refuses /fail.", "type": "invalid_request_error"}
+            return JSONResponse({"error": refusal}, status_code=400)
+        call = tool_call_for(messages)
+        tokens = answer_tokens(messages, call)
+        usage: dict[str, Any] = usage_for(messages, tokens)
+        if self.cached_tokens:
+            cached = min(self.cached_tokens, usage["prompt_tokens"])
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        self.reported.append(usage)
+        text_tokens = [] if call is not None else tokens
         base = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "created": int(time.time()),
@@ -70,20 +119,30 @@ class OpenAIStub:
             "system_fingerprint": None,
         }
         if not body.get("stream"):
-            message = {"role": "assistant", "content": "".join(tokens), "refusal": None}
-            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": "".join(text_tokens) if call is None else None,
+                "refusal": None,
+            }
+            if call is not None:
+                message["tool_calls"] = [call]
+            finish = "stop" if call is None else "tool_calls"
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
             return JSONResponse(
                 {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
             )
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(
-            self._sse(base, tokens, usage if with_usage else None),
+            self._sse(base, text_tokens, usage if with_usage else None, call),
             media_type="text/event-stream",
         )
 
     @staticmethod
     def _sse(
-        base: dict[str, Any], tokens: list[str], usage: dict[str, int] | None
+        base: dict[str, Any],
+        tokens: list[str],
+        usage: dict[str, Any] | None,
+        call: dict[str, Any] | None = None,
     ) -> Iterator[str]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
             payload = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
@@ -97,7 +156,9 @@ class OpenAIStub:
         yield chunk([delta({"role": "assistant", "content": ""})])
         for token in tokens:
             yield chunk([delta({"content": token})])
-        yield chunk([delta({}, "stop")])
+        if call is not None:
+            yield chunk([delta({"tool_calls": [{"index": 0, **call}]})])
+        yield chunk([delta({}, "stop" if call is None else "tool_calls")])
         if usage is not None:
             yield chunk([], usage=usage)
         yield "data: [DONE]\n\n"

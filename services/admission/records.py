@@ -90,6 +90,7 @@ class RunRecord:
     owner_id: str = LOCAL_OWNER  # the owner of the run's thread
     # Runs this one's admission cancelled (interrupt/rollback): (run_id, action).
     displaced: list[tuple[str, str]] = field(default_factory=list)
+    usage: dict[str, Any] | None = None  # token usage, once the run ended
 
     def to_proto(self) -> common_pb2.Run:
         return common_pb2.Run(
@@ -108,6 +109,7 @@ class RunRecord:
             stop_reason=self.stop_reason,
             cancel_action=self.cancel_action or "",
             owner_id=self.owner_id,
+            usage_json=codec.dumps(self.usage) if self.usage is not None else b"",
         )
 
 

@@ -37,6 +37,7 @@ from services.admission.thread_queries import (
     THREAD_STATUSES,
     ThreadQuery,
 )
+from services.admission.usage_rpcs import token_counts_of, token_usage
 from services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
@@ -453,12 +454,17 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
             values=codec.loads(request.values_json, None),
             interrupts=codec.loads(request.interrupts_json, None),
             rolled_back=request.rolled_back,
+            token_counts=token_counts_of(request.token_counts),
         )
         accepted = await self.store.finish_run(report)
         if not accepted:
             log.warning("refused stale finish of run %s (epoch %d)", request.run_id, request.epoch)
         self.pool.release(request.runner_id, request.run_id)
         return admission_pb2.FinishRunResponse(accepted=accepted)
+
+    @translate_errors
+    async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
+        return await token_usage(self.store, request, caller_of(context))
 
 
 async def main() -> None:

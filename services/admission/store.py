@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from common import codec
 from common.errors import busy, conflict, not_found
 from common.sql import migrate
+from common.usage import TokenCount, summarize
 from services.admission.idempotency import IdempotencyKey, KeyedRun
 from services.admission.records import (
     ACTIVE_STATUSES,
@@ -44,6 +45,7 @@ from services.admission.thread_queries import (
     ordering,
     thread_columns,
 )
+from services.admission.usage_ledger import record_usage
 from services.admission.wakeups import cancel_payload, notify, wake_payload
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -86,6 +88,7 @@ def _run(row: Row[Any]) -> RunRecord:
         stop_reason=row.stop_reason,
         cancel_action=row.cancel_action,
         owner_id=row.owner_id,
+        usage=row.usage,
     )
 
 
@@ -630,10 +633,20 @@ class AdmissionStore:
                 values=report.values,
                 interrupts=report.interrupts,
             )
+            await self._record_usage(conn, row, report.token_counts)
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
             await notify(conn, wake_payload())  # the thread's next run may start
         return True
+
+    async def _record_usage(
+        self, conn: AsyncConnection, row: Row[Any], counts: list[TokenCount]
+    ) -> None:
+        """The run's usage on its record, and its counts in the ledger."""
+        await conn.execute(
+            update(runs).where(runs.c.run_id == row.run_id).values(usage=summarize(counts))
+        )
+        await record_usage(conn, row, counts, codec.now_utc())
 
     async def _end(
         self,
@@ -693,6 +706,7 @@ class RunEnd:
     values: dict[str, Any] | None = None
     interrupts: dict[str, Any] | None = None
     rolled_back: bool = False
+    token_counts: list[TokenCount] = field(default_factory=list)
 
 
 def _is_due(run: RunRecord) -> bool:

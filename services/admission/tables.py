@@ -7,6 +7,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -53,6 +54,26 @@ runs = Table(
     Column("stop_reason", Text, nullable=False),
     Column("cancel_action", String(16)),
     Column("owner_id", String(255), nullable=False),
+    Column("usage", JsonDocument),  # common/usage.py's summary, once the run ended
+)
+
+# Tokens each run spent, per (model, source): summed by thread and by owner. A
+# ledger: it keeps the rows of deleted and rolled-back runs (tokens spent stay spent).
+token_usage = Table(
+    "token_usage",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("model", String(255), primary_key=True),
+    Column("source", String(32), primary_key=True),
+    Column("thread_id", String(36), nullable=False),
+    Column("owner_id", String(255), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("total_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("llm_calls", BigInteger, nullable=False),
+    Column("cost", Float),  # by the price table when the run ended; NULL: not priced
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
 )
 
 idempotency_keys = Table(

@@ -10,13 +10,16 @@ from common.errors import ServiceError, invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
 from services.journal.hub import END, JournalHub
+from services.journal.record_rpcs import append_records, list_records
+from services.journal.records import RecordStore
 from services.journal.store import JournalStore
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 
 class JournalServicer(journal_pb2_grpc.JournalServicer):
-    def __init__(self, hub: JournalHub) -> None:
+    def __init__(self, hub: JournalHub, records: RecordStore | None = None) -> None:
         self.hub = hub
+        self.records = records or RecordStore(hub.store.engine)
 
     @translate_errors
     async def Append(self, request, context):  # type: ignore[no-untyped-def]
@@ -52,7 +55,17 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
             if not codec.is_uuid(run_id):
                 raise invalid(f"run_ids: '{run_id}' is not a UUID.")
         forgotten = await self.hub.forget(run_ids) if run_ids else 0
+        if run_ids:
+            await self.records.forget(run_ids)
         return journal_pb2.ForgetResponse(forgotten=forgotten)
+
+    @translate_errors
+    async def AppendRecords(self, request, context):  # type: ignore[no-untyped-def]
+        return await append_records(self.records, request)
+
+    @translate_errors
+    async def ListRecords(self, request, context):  # type: ignore[no-untyped-def]
+        return await list_records(self.records, request)
 
     @translate_errors
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
@@ -75,7 +88,7 @@ async def main() -> None:
     await store.migrate()
     hub = JournalHub(store, batch_max=settings.journal_batch_max, evict_after=30.0)
     hub.start()
-    servicer = JournalServicer(hub)
+    servicer = JournalServicer(hub, RecordStore(store.engine))
     await serve(
         "Journal",
         settings.journal_addr,

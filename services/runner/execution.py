@@ -23,6 +23,7 @@ from common import codec
 from common.identity import LOCAL_USER
 from common.sealed import secrets_key, unseal
 from common.settings import get_settings
+from common.usage import TokenCount, summarize
 from services.runner.conversation import closing_answer, unanswered_tool_calls
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
@@ -30,8 +31,11 @@ from services.runner.graphs import GraphRegistry
 from services.runner.journal_link import JournalLink
 from services.runner.journal_sink import JournalSink
 from services.runner.owned_store import OwnedStore
+from services.runner.record_sink import RecordSink
+from services.runner.run_journal import RunJournal, delivery_record, with_journal
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
+from services.runner.token_ledger import token_count_proto
 from waybill.v1 import (
     admission_pb2,
     admission_pb2_grpc,
@@ -154,6 +158,7 @@ class RunExecution:
         )
         self.cancel_action: str | None = None
         self.handed_back = False
+        self.run_journal: RunJournal | None = None  # typed records and token usage
         self._graph_task: asyncio.Task[Outcome] | None = None
 
     # ---- orders from outside -----------------------------------------------------
@@ -231,6 +236,15 @@ class RunExecution:
 
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
+        self.run_journal = RunJournal(
+            RecordSink(
+                self.peers.journal,
+                self.run.run_id,
+                self.run.epoch,
+                self.fence,
+                self.peers.rpc_timeout,
+            )
+        )
         checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
         store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
         graph = self.graphs.build(self.run.graph_id, self.config, checkpointer, store)
@@ -252,7 +266,10 @@ class RunExecution:
         self.fence.check("journal flush")
         await self.sink.flush()
         snapshot = await graph.aget_state(thread_config(self.run.thread_id))
+        self._record_the_end(outcome, snapshot)  # sent while the receipt is written
         await self._write_receipt(outcome, snapshot)
+        if self.run_journal is not None:
+            await self.run_journal.sink.drain()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
             self.fence.check("journal close")
             await self.sink.close()
@@ -315,12 +332,15 @@ class RunExecution:
             "durability": self.kwargs.get("durability") or "async",
         }
         graph_input = await self._start_input(graph)
+        config = self.config
+        if self.run_journal is not None:
+            config = with_journal(config, self.run_journal)
         if encoder.events:
-            events = graph.astream_events(graph_input, self.config, version="v2", **options)
+            events = graph.astream_events(graph_input, config, version="v2", **options)
             async for event in events:
                 yield encoder.encode_event(dict(event), subgraphs)
             return
-        async for chunk in graph.astream(graph_input, self.config, **options):
+        async for chunk in graph.astream(graph_input, config, **options):
             parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
             namespace, mode, data = parts
             yield encoder.encode(mode, namespace, data)
@@ -367,6 +387,20 @@ class RunExecution:
             timeout=self.peers.rpc_timeout,
         )
 
+    def _record_the_end(self, outcome: Outcome, snapshot: StateSnapshot) -> None:
+        """The run's delivery and token usage, as its last records."""
+        if self.run_journal is None:
+            return
+        sink = self.run_journal.sink
+        status = codec.RUN_STATUS_NAMES.get(outcome.status, "error")
+        sink.emit("delivery", delivery_record(status, outcome.stop_reason, snapshot))
+        sink.emit("usage", summarize(self._token_counts()))
+
+    def _token_counts(self) -> list[TokenCount]:
+        if self.run_journal is None:
+            return []
+        return self.run_journal.ledger.counts(get_settings().prices())
+
     async def _report(self, outcome: Outcome, snapshot: StateSnapshot, rolled_back: bool) -> bool:
         interrupts = interrupts_of(snapshot)
         if rolled_back:
@@ -387,6 +421,7 @@ class RunExecution:
                 interrupts_json=codec.dumps(interrupts),
                 thread_status=thread_status,
                 rolled_back=rolled_back,
+                token_counts=[token_count_proto(count) for count in self._token_counts()],
             ),
             timeout=self.peers.rpc_timeout,
         )

@@ -18,9 +18,15 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
 from common.settings import get_settings
-from services.runner.agent.middleware import ModelRequest, default_chain
+from services.runner.agent.middleware import (
+    ModelRequest,
+    apply_after,
+    apply_before,
+    default_chain,
+)
 from services.runner.agent.tools import assemble, authorized
 from services.runner.models import create_chat_model
+from services.runner.run_journal import note_middleware
 
 
 class LeadAgentContext(TypedDict, total=False):
@@ -63,14 +69,15 @@ async def call_model(
     shown, _ = _tool_sets(state, config, runtime)
     request = ModelRequest(messages=list(state["messages"]), tools=shown, context=context)
     chain = default_chain(get_settings().history_limit)
-    for middleware in chain:
-        request = middleware.before(request)
+
+    def note(name: str, decision: dict[str, Any]) -> None:
+        note_middleware(config, name, decision)
+
+    request = apply_before(chain, request, note)
     model_name = context.get("model_name") or configurable.get("model_name")
     model = create_chat_model(model_name).bind_tools(request.tools)
     response = await model.ainvoke(request.messages, config)
-    for middleware in reversed(chain):
-        response = middleware.after(response)
-    return {"messages": [response]}
+    return {"messages": [apply_after(chain, response, note)]}
 
 
 async def run_tools(

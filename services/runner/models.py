@@ -158,6 +158,9 @@ def create_chat_model(name: str | None = None, settings: Settings | None = None)
     wanted = name or settings.default_model()
     for spec in settings.models():
         if spec.name == wanted:
-            return _build(spec)
+            model = _build(spec)
+            # The run journal counts tokens under the configured name (see run_journal.py).
+            model.metadata = {**(model.metadata or {}), "waybill_model": spec.name}
+            return model
     allowed = ", ".join(spec.name for spec in settings.models())
     raise UnknownModelError(f"model '{wanted}' is not configured; allowed models: {allowed}")

@@ -252,6 +252,7 @@ def connect_peers(settings: Settings) -> Peers:
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
+    settings.prices()  # a bad price table stops the runner here, not at each run's end
     store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
     async with open_checkpointer(settings) as checkpointer, open_store(settings) as long_term:
         await store.migrate()  # after the checkpointer made its tables: the fence guards them

@@ -332,7 +332,7 @@ class RunnerHello(_message.Message):
     def __init__(self, runner_id: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class RunFinished(_message.Message):
-    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason", "values_json", "interrupts_json", "thread_status", "rolled_back")
+    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason", "values_json", "interrupts_json", "thread_status", "rolled_back", "token_counts")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -342,6 +342,7 @@ class RunFinished(_message.Message):
     INTERRUPTS_JSON_FIELD_NUMBER: _ClassVar[int]
     THREAD_STATUS_FIELD_NUMBER: _ClassVar[int]
     ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_COUNTS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     runner_id: str
     epoch: int
@@ -351,7 +352,44 @@ class RunFinished(_message.Message):
     interrupts_json: bytes
     thread_status: str
     rolled_back: bool
-    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ...) -> None: ...
+    token_counts: _containers.RepeatedCompositeFieldContainer[TokenCount]
+    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ..., token_counts: _Optional[_Iterable[_Union[TokenCount, _Mapping]]] = ...) -> None: ...
+
+class TokenCount(_message.Message):
+    __slots__ = ("model", "source", "input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "llm_calls", "cost")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_READ_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LLM_CALLS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    source: str
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cache_read_tokens: int
+    llm_calls: int
+    cost: float
+    def __init__(self, model: _Optional[str] = ..., source: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cache_read_tokens: _Optional[int] = ..., llm_calls: _Optional[int] = ..., cost: _Optional[float] = ...) -> None: ...
+
+class GetTokenUsageRequest(_message.Message):
+    __slots__ = ("thread_id", "owner_id")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    owner_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., owner_id: _Optional[str] = ...) -> None: ...
+
+class TokenUsage(_message.Message):
+    __slots__ = ("usage_json", "runs")
+    USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    usage_json: bytes
+    runs: int
+    def __init__(self, usage_json: _Optional[bytes] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class WorkAssignment(_message.Message):
     __slots__ = ("run", "cancel", "lease", "start_now")

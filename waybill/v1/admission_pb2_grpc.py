@@ -155,6 +155,11 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.RunFinished.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.FinishRunResponse.FromString,
                 _registered_method=True)
+        self.GetTokenUsage = channel.unary_unary(
+                '/waybill.v1.Admission/GetTokenUsage',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.TokenUsage.FromString,
+                _registered_method=True)
 
 
 class AdmissionServicer:
@@ -344,6 +349,14 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTokenUsage(self, request, context):
+        """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
+        caller's), or, without a thread, every run a user owns.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -466,6 +479,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.FinishRun,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.RunFinished.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.FinishRunResponse.SerializeToString,
+            ),
+            'GetTokenUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTokenUsage,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.TokenUsage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1116,6 +1134,33 @@ class Admission:
             '/waybill.v1.Admission/FinishRun',
             waybill_dot_v1_dot_admission__pb2.RunFinished.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.FinishRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTokenUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/GetTokenUsage',
+            waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.TokenUsage.FromString,
             options,
             channel_credentials,
             insecure,

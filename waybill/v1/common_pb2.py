@@ -24,21 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17waybill/v1/common.proto\x12\nwaybill.v1\"\xaa\x01\n\x06Thread\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x12\n\ncreated_at\x18\x02 \x01(\t\x12\x12\n\nupdated_at\x18\x03 \x01(\t\x12\x15\n\rmetadata_json\x18\x04 \x01(\x0c\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x13\n\x0bvalues_json\x18\x06 \x01(\x0c\x12\x17\n\x0finterrupts_json\x18\x07 \x01(\x0c\x12\x10\n\x08owner_id\x18\x08 \x01(\t\"\xe4\x02\n\x03Run\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x14\n\x0c\x61ssistant_id\x18\x03 \x01(\t\x12\x10\n\x08graph_id\x18\x04 \x01(\t\x12%\n\x06status\x18\x05 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x39\n\x12multitask_strategy\x18\x06 \x01(\x0e\x32\x1d.waybill.v1.MultitaskStrategy\x12\x15\n\rmetadata_json\x18\x07 \x01(\x0c\x12\x13\n\x0bkwargs_json\x18\x08 \x01(\x0c\x12\x12\n\ncreated_at\x18\t \x01(\t\x12\x12\n\nupdated_at\x18\n \x01(\t\x12\r\n\x05\x65poch\x18\x0b \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x0c \x01(\x05\x12\x13\n\x0bstop_reason\x18\r \x01(\t\x12\x15\n\rcancel_action\x18\x0e \x01(\t\x12\x10\n\x08owner_id\x18\x0f \x01(\t\"*\n\x08RunError\x12\r\n\x05\x65rror\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t*\xb9\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATUS_PENDING\x10\x01\x12\x16\n\x12RUN_STATUS_RUNNING\x10\x02\x12\x16\n\x12RUN_STATUS_SUCCESS\x10\x03\x12\x14\n\x10RUN_STATUS_ERROR\x10\x04\x12\x16\n\x12RUN_STATUS_TIMEOUT\x10\x05\x12\x1a\n\x16RUN_STATUS_INTERRUPTED\x10\x06*\xb9\x01\n\x11MultitaskStrategy\x12\"\n\x1eMULTITASK_STRATEGY_UNSPECIFIED\x10\x00\x12\x1d\n\x19MULTITASK_STRATEGY_REJECT\x10\x01\x12 \n\x1cMULTITASK_STRATEGY_INTERRUPT\x10\x02\x12\x1f\n\x1bMULTITASK_STRATEGY_ROLLBACK\x10\x03\x12\x1e\n\x1aMULTITASK_STRATEGY_ENQUEUE\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17waybill/v1/common.proto\x12\nwaybill.v1\"\xaa\x01\n\x06Thread\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x12\n\ncreated_at\x18\x02 \x01(\t\x12\x12\n\nupdated_at\x18\x03 \x01(\t\x12\x15\n\rmetadata_json\x18\x04 \x01(\x0c\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x13\n\x0bvalues_json\x18\x06 \x01(\x0c\x12\x17\n\x0finterrupts_json\x18\x07 \x01(\x0c\x12\x10\n\x08owner_id\x18\x08 \x01(\t\"\xf8\x02\n\x03Run\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x14\n\x0c\x61ssistant_id\x18\x03 \x01(\t\x12\x10\n\x08graph_id\x18\x04 \x01(\t\x12%\n\x06status\x18\x05 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x39\n\x12multitask_strategy\x18\x06 \x01(\x0e\x32\x1d.waybill.v1.MultitaskStrategy\x12\x15\n\rmetadata_json\x18\x07 \x01(\x0c\x12\x13\n\x0bkwargs_json\x18\x08 \x01(\x0c\x12\x12\n\ncreated_at\x18\t \x01(\t\x12\x12\n\nupdated_at\x18\n \x01(\t\x12\r\n\x05\x65poch\x18\x0b \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x0c \x01(\x05\x12\x13\n\x0bstop_reason\x18\r \x01(\t\x12\x15\n\rcancel_action\x18\x0e \x01(\t\x12\x10\n\x08owner_id\x18\x0f \x01(\t\x12\x12\n\nusage_json\x18\x10 \x01(\x0c\"*\n\x08RunError\x12\r\n\x05\x65rror\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t*\xb9\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATUS_PENDING\x10\x01\x12\x16\n\x12RUN_STATUS_RUNNING\x10\x02\x12\x16\n\x12RUN_STATUS_SUCCESS\x10\x03\x12\x14\n\x10RUN_STATUS_ERROR\x10\x04\x12\x16\n\x12RUN_STATUS_TIMEOUT\x10\x05\x12\x1a\n\x16RUN_STATUS_INTERRUPTED\x10\x06*\xb9\x01\n\x11MultitaskStrategy\x12\"\n\x1eMULTITASK_STRATEGY_UNSPECIFIED\x10\x00\x12\x1d\n\x19MULTITASK_STRATEGY_REJECT\x10\x01\x12 \n\x1cMULTITASK_STRATEGY_INTERRUPT\x10\x02\x12\x1f\n\x1bMULTITASK_STRATEGY_ROLLBACK\x10\x03\x12\x1e\n\x1aMULTITASK_STRATEGY_ENQUEUE\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waybill.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNSTATUS']._serialized_start=616
-  _globals['_RUNSTATUS']._serialized_end=801
-  _globals['_MULTITASKSTRATEGY']._serialized_start=804
-  _globals['_MULTITASKSTRATEGY']._serialized_end=989
+  _globals['_RUNSTATUS']._serialized_start=636
+  _globals['_RUNSTATUS']._serialized_end=821
+  _globals['_MULTITASKSTRATEGY']._serialized_start=824
+  _globals['_MULTITASKSTRATEGY']._serialized_end=1009
   _globals['_THREAD']._serialized_start=40
   _globals['_THREAD']._serialized_end=210
   _globals['_RUN']._serialized_start=213
-  _globals['_RUN']._serialized_end=569
-  _globals['_RUNERROR']._serialized_start=571
-  _globals['_RUNERROR']._serialized_end=613
+  _globals['_RUN']._serialized_end=589
+  _globals['_RUNERROR']._serialized_start=591
+  _globals['_RUNERROR']._serialized_end=633
 # @@protoc_insertion_point(module_scope)

@@ -56,7 +56,7 @@ class Thread(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., owner_id: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason", "cancel_action", "owner_id")
+    __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason", "cancel_action", "owner_id", "usage_json")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class Run(_message.Message):
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     CANCEL_ACTION_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     thread_id: str
     assistant_id: str
@@ -87,7 +88,8 @@ class Run(_message.Message):
     stop_reason: str
     cancel_action: str
     owner_id: str
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., multitask_strategy: _Optional[_Union[MultitaskStrategy, str]] = ..., metadata_json: _Optional[bytes] = ..., kwargs_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., epoch: _Optional[int] = ..., attempt: _Optional[int] = ..., stop_reason: _Optional[str] = ..., cancel_action: _Optional[str] = ..., owner_id: _Optional[str] = ...) -> None: ...
+    usage_json: bytes
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., multitask_strategy: _Optional[_Union[MultitaskStrategy, str]] = ..., metadata_json: _Optional[bytes] = ..., kwargs_json: _Optional[bytes] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., epoch: _Optional[int] = ..., attempt: _Optional[int] = ..., stop_reason: _Optional[str] = ..., cancel_action: _Optional[str] = ..., owner_id: _Optional[str] = ..., usage_json: _Optional[bytes] = ...) -> None: ...
 
 class RunError(_message.Message):
     __slots__ = ("error", "message")

@@ -87,3 +87,53 @@ class SubscribeItem(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[RunEvent]
     end: bool
     def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ..., end: _Optional[bool] = ...) -> None: ...
+
+class RunRecord(_message.Message):
+    __slots__ = ("seq", "type", "data", "created_at")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    type: str
+    data: bytes
+    created_at: str
+    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., data: _Optional[bytes] = ..., created_at: _Optional[str] = ...) -> None: ...
+
+class AppendRecordsRequest(_message.Message):
+    __slots__ = ("run_id", "epoch", "records")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    epoch: int
+    records: _containers.RepeatedCompositeFieldContainer[RunRecord]
+    def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ...) -> None: ...
+
+class AppendRecordsResponse(_message.Message):
+    __slots__ = ("last_seq",)
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    last_seq: int
+    def __init__(self, last_seq: _Optional[int] = ...) -> None: ...
+
+class ListRecordsRequest(_message.Message):
+    __slots__ = ("run_id", "types", "limit", "offset", "after", "newest_first")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    types: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    offset: int
+    after: int
+    newest_first: bool
+    def __init__(self, run_id: _Optional[str] = ..., types: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., after: _Optional[int] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+
+class ListRecordsResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[RunRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[RunRecord, _Mapping]]] = ...) -> None: ...

@@ -64,6 +64,16 @@ class JournalStub:
                 request_serializer=waybill_dot_v1_dot_journal__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_journal__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.AppendRecords = channel.unary_unary(
+                '/waybill.v1.Journal/AppendRecords',
+                request_serializer=waybill_dot_v1_dot_journal__pb2.AppendRecordsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_journal__pb2.AppendRecordsResponse.FromString,
+                _registered_method=True)
+        self.ListRecords = channel.unary_unary(
+                '/waybill.v1.Journal/ListRecords',
+                request_serializer=waybill_dot_v1_dot_journal__pb2.ListRecordsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_journal__pb2.ListRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class JournalServicer:
@@ -117,6 +127,24 @@ class JournalServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendRecords(self, request, context):
+        """Store a run's typed records (LLM, tool and chain lifecycle, middleware
+        decisions, delivery, token usage) beside its stream events. They are
+        numbered on their own and never reach `Subscribe`: a stream carries only
+        the modes its client asked for. ABORTED when the epoch is stale, the log is
+        closed or the run was forgotten.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRecords(self, request, context):
+        """A run's records, filtered by type and paged (empty for an unknown run).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JournalServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,6 +177,16 @@ def add_JournalServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=waybill_dot_v1_dot_journal__pb2.ForgetRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_journal__pb2.ForgetResponse.SerializeToString,
+            ),
+            'AppendRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendRecords,
+                    request_deserializer=waybill_dot_v1_dot_journal__pb2.AppendRecordsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_journal__pb2.AppendRecordsResponse.SerializeToString,
+            ),
+            'ListRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRecords,
+                    request_deserializer=waybill_dot_v1_dot_journal__pb2.ListRecordsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_journal__pb2.ListRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -313,6 +351,60 @@ class Journal:
             '/waybill.v1.Journal/Forget',
             waybill_dot_v1_dot_journal__pb2.ForgetRequest.SerializeToString,
             waybill_dot_v1_dot_journal__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Journal/AppendRecords',
+            waybill_dot_v1_dot_journal__pb2.AppendRecordsRequest.SerializeToString,
+            waybill_dot_v1_dot_journal__pb2.AppendRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Journal/ListRecords',
+            waybill_dot_v1_dot_journal__pb2.ListRecordsRequest.SerializeToString,
+            waybill_dot_v1_dot_journal__pb2.ListRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,10 +2,13 @@
 
 Each middleware may change the request before the model sees it, and the
 response after. Clarification comes last so that it sees the final answer.
+When one changes something worth knowing (history trimmed, tool calls
+answered or held back), its `decision_*` says what, for the run journal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -28,6 +31,14 @@ class Middleware(Protocol):
 
     def after(self, response: AIMessage) -> AIMessage: ...
 
+    def decision_before(self, old: ModelRequest, new: ModelRequest) -> dict[str, Any] | None: ...
+
+    def decision_after(self, old: AIMessage, new: AIMessage) -> dict[str, Any] | None: ...
+
+
+# Told each decision: (middleware name, what it decided).
+DecisionNote = Callable[[str, dict[str, Any]], None]
+
 
 class PassThrough:
     def before(self, request: ModelRequest) -> ModelRequest:
@@ -35,6 +46,14 @@ class PassThrough:
 
     def after(self, response: AIMessage) -> AIMessage:
         return response
+
+    def decision_before(self, old: ModelRequest, new: ModelRequest) -> dict[str, Any] | None:
+        """What `before` changed, worth a journal record (None: nothing to note)."""
+        return None
+
+    def decision_after(self, old: AIMessage, new: AIMessage) -> dict[str, Any] | None:
+        """What `after` changed, worth a journal record (None: nothing to note)."""
+        return None
 
 
 class SystemPrompt(PassThrough):
@@ -65,6 +84,10 @@ class AnswerDanglingToolCalls(PassThrough):
                 )
         return replace(request, messages=repaired)
 
+    def decision_before(self, old: ModelRequest, new: ModelRequest) -> dict[str, Any]:
+        answered = [call["id"] for call in unanswered_tool_calls(old.messages)]
+        return {"action": "answered_dangling_tool_calls", "tool_call_ids": answered}
+
 
 class TrimHistory(PassThrough):
     """Keeps the model's input bounded: the last `keep` messages (whole tool turns)."""
@@ -81,6 +104,16 @@ class TrimHistory(PassThrough):
         head = [m for m in request.messages[:1] if isinstance(m, SystemMessage)]
         return replace(request, messages=[*head, *kept])
 
+    def decision_before(self, old: ModelRequest, new: ModelRequest) -> dict[str, Any] | None:
+        if len(new.messages) >= len(old.messages):
+            return None  # over the limit only by the system prompt it keeps
+        return {
+            "action": "trimmed_history",
+            "keep": self.keep,
+            "messages_before": len(old.messages),
+            "messages_after": len(new.messages),
+        }
+
 
 class Clarification(PassThrough):
     """A question to the user is asked alone: other tool calls beside it wait."""
@@ -91,7 +124,38 @@ class Clarification(PassThrough):
             return response.model_copy(update={"tool_calls": asks[:1]})
         return response
 
+    def decision_after(self, old: AIMessage, new: AIMessage) -> dict[str, Any]:
+        kept = {call["id"] for call in new.tool_calls}
+        held = [call["name"] for call in old.tool_calls if call["id"] not in kept]
+        return {"action": "clarification_alone", "held_back_tool_calls": held}
+
 
 def default_chain(history_limit: int) -> list[Middleware]:
     """The order matters: prompt, repair, trim, ... clarification last."""
     return [SystemPrompt(), AnswerDanglingToolCalls(), TrimHistory(history_limit), Clarification()]
+
+
+def apply_before(
+    chain: list[Middleware], request: ModelRequest, note: DecisionNote
+) -> ModelRequest:
+    """The request through every middleware in order; each change is noted."""
+    for middleware in chain:
+        changed = middleware.before(request)
+        if changed is not request:
+            decision = middleware.decision_before(request, changed)
+            if decision:
+                note(type(middleware).__name__, decision)
+        request = changed
+    return request
+
+
+def apply_after(chain: list[Middleware], response: AIMessage, note: DecisionNote) -> AIMessage:
+    """The response through every middleware in reverse order; each change is noted."""
+    for middleware in reversed(chain):
+        changed = middleware.after(response)
+        if changed is not response:
+            decision = middleware.decision_after(response, changed)
+            if decision:
+                note(type(middleware).__name__, decision)
+        response = changed
+    return response

@@ -1,0 +1,87 @@
+"""Sends a run's typed records (common/run_records.py) to the journal's
+`AppendRecords`, batching whatever piles up while a call is in flight.
+
+Unlike the frames' `JournalSink`, it may be fed from any thread (a sync node's
+callbacks run in a worker thread) and it never raises where it is fed (inside a
+LangChain callback an error would be swallowed): a failed append is raised by
+`drain`, which the run awaits before it reports its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from common import codec
+from services.runner.fencing import RunFence
+from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+
+class RecordSink:
+    def __init__(
+        self,
+        journal: journal_pb2_grpc.JournalStub,
+        run_id: str,
+        epoch: int,
+        fence: RunFence,
+        timeout: float = 30.0,
+    ) -> None:
+        self.journal = journal
+        self.run_id = run_id
+        self.epoch = epoch
+        self.fence = fence
+        self.timeout = timeout
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._buffer: list[journal_pb2.RunRecord] = []
+        self._pump: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+
+    def emit(self, record_type: str, data: dict[str, Any]) -> None:
+        record = journal_pb2.RunRecord(
+            type=record_type, data=codec.dumps(data), created_at=codec.iso(codec.now_utc())
+        )
+        if threading.get_ident() == self._loop_thread:
+            self._add(record)
+        else:
+            self._loop.call_soon_threadsafe(self._add, record)
+
+    def _add(self, record: journal_pb2.RunRecord) -> None:
+        self._buffer.append(record)
+        if self._pump is None or self._pump.done():
+            self._settle(self._pump)
+            self._pump = asyncio.create_task(self._send_all(), name=f"records-{self.run_id}")
+
+    def _settle(self, pump: asyncio.Task[None] | None) -> None:
+        """Keep the first failure of a finished pump for `drain` to raise."""
+        if pump is None or not pump.done() or pump.cancelled():
+            return
+        error = pump.exception()
+        if error is not None and self._failure is None:
+            self._failure = error
+
+    async def _send_all(self) -> None:
+        while self._buffer:
+            batch, self._buffer = self._buffer, []
+            self.fence.check("journal records")
+            await self.journal.AppendRecords(
+                journal_pb2.AppendRecordsRequest(
+                    run_id=self.run_id, epoch=self.epoch, records=batch
+                ),
+                timeout=self.timeout,
+            )
+
+    async def drain(self) -> None:
+        """Wait until every emitted record is stored (raises if an append failed)."""
+        await asyncio.sleep(0)  # let records handed over by other threads arrive
+        while self._pump is not None:
+            if not self._pump.done():
+                await asyncio.wait([self._pump])
+                continue
+            self._settle(self._pump)
+            if not self._buffer or self._failure is not None:
+                break
+            self._pump = asyncio.create_task(self._send_all(), name=f"records-{self.run_id}")
+        if self._failure is not None:
+            raise self._failure
