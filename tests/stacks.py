@@ -24,6 +24,8 @@ POSTGRES_ADMIN_URL = os.environ.get(
     "WAYBILL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 
+# The journal's Redis (live fan-out across replicas); tests use a key prefix each.
+SHARED_REDIS = os.environ.get("WAYBILL_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 # A small LangGraph project (with a subgraph) served beside lead_agent in tests.
 TEST_GRAPHS = Path(__file__).parent / "graphs" / "langgraph.json"

@@ -24,35 +24,39 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\" \n\rForgetRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x0e\x46orgetResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x05\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"\"\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0f\n\rCloseResponse\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\x32\xcf\x02\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x12?\n\x06\x46orget\x12\x19.waybill.v1.ForgetRequest\x1a\x1a.waybill.v1.ForgetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\"\x15\n\x13JournalStatsRequest\"!\n\x11JournalStatsReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\" \n\rForgetRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x0e\x46orgetResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x05\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"\"\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x0f\n\rCloseResponse\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\x32\x9b\x03\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x12?\n\x06\x46orget\x12\x19.waybill.v1.ForgetRequest\x1a\x1a.waybill.v1.ForgetResponse\x12J\n\x08GetStats\x12\x1f.waybill.v1.JournalStatsRequest\x1a\x1d.waybill.v1.JournalStatsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waybill.v1.journal_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FORGETREQUEST']._serialized_start=40
-  _globals['_FORGETREQUEST']._serialized_end=72
-  _globals['_FORGETRESPONSE']._serialized_start=74
-  _globals['_FORGETRESPONSE']._serialized_end=109
-  _globals['_RUNEVENT']._serialized_start=111
-  _globals['_RUNEVENT']._serialized_end=163
-  _globals['_APPENDREQUEST']._serialized_start=165
-  _globals['_APPENDREQUEST']._serialized_end=249
-  _globals['_APPENDRESPONSE']._serialized_start=251
-  _globals['_APPENDRESPONSE']._serialized_end=285
-  _globals['_FLUSHREQUEST']._serialized_start=287
-  _globals['_FLUSHREQUEST']._serialized_end=317
-  _globals['_FLUSHRESPONSE']._serialized_start=319
-  _globals['_FLUSHRESPONSE']._serialized_end=355
-  _globals['_CLOSEREQUEST']._serialized_start=357
-  _globals['_CLOSEREQUEST']._serialized_end=402
-  _globals['_CLOSERESPONSE']._serialized_start=404
-  _globals['_CLOSERESPONSE']._serialized_end=419
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=421
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=492
-  _globals['_SUBSCRIBEITEM']._serialized_start=494
-  _globals['_SUBSCRIBEITEM']._serialized_end=560
-  _globals['_JOURNAL']._serialized_start=563
-  _globals['_JOURNAL']._serialized_end=898
+  _globals['_JOURNALSTATSREQUEST']._serialized_start=40
+  _globals['_JOURNALSTATSREQUEST']._serialized_end=61
+  _globals['_JOURNALSTATSREPLY']._serialized_start=63
+  _globals['_JOURNALSTATSREPLY']._serialized_end=96
+  _globals['_FORGETREQUEST']._serialized_start=98
+  _globals['_FORGETREQUEST']._serialized_end=130
+  _globals['_FORGETRESPONSE']._serialized_start=132
+  _globals['_FORGETRESPONSE']._serialized_end=167
+  _globals['_RUNEVENT']._serialized_start=169
+  _globals['_RUNEVENT']._serialized_end=221
+  _globals['_APPENDREQUEST']._serialized_start=223
+  _globals['_APPENDREQUEST']._serialized_end=307
+  _globals['_APPENDRESPONSE']._serialized_start=309
+  _globals['_APPENDRESPONSE']._serialized_end=343
+  _globals['_FLUSHREQUEST']._serialized_start=345
+  _globals['_FLUSHREQUEST']._serialized_end=375
+  _globals['_FLUSHRESPONSE']._serialized_start=377
+  _globals['_FLUSHRESPONSE']._serialized_end=413
+  _globals['_CLOSEREQUEST']._serialized_start=415
+  _globals['_CLOSEREQUEST']._serialized_end=460
+  _globals['_CLOSERESPONSE']._serialized_start=462
+  _globals['_CLOSERESPONSE']._serialized_end=477
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=479
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=550
+  _globals['_SUBSCRIBEITEM']._serialized_start=552
+  _globals['_SUBSCRIBEITEM']._serialized_end=618
+  _globals['_JOURNAL']._serialized_start=621
+  _globals['_JOURNAL']._serialized_end=1032
 # @@protoc_insertion_point(module_scope)
