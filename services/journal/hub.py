@@ -22,9 +22,10 @@ Two live paths, one contract:
   `XREAD` per run and fans out locally. A retried append carries the same token,
   so an append whose reply was lost is not numbered twice.
 
-Subscriptions (`subscriber.py`) register a bounded live buffer, then read the log
-from `from_seq`, then follow the buffer, dropping what they already sent and
-reading any hole from the log: no hole, no duplicate at the seam. A reader too
+Subscriptions (`subscriber.py`) replay the log from `from_seq`, then register a
+bounded live buffer and follow it, tracking the next number owed: what they
+already sent is dropped, any hole is read from the log, so there is no hole and
+no duplicate at the seam. A reader too
 slow for its buffer (`WAYBILL_SUBSCRIBER_BUFFER`) is counted
 (`GetStats.subscriber_overflows`) and catches up from the log; the runner and the
 other readers never wait for it.

@@ -1,10 +1,12 @@
 """One reader of a run's log: replay from the log, then follow live, bounded.
 
-The reader registers its live buffer *before* it reads the log, and tracks the
-next sequence number it owes its client. Whatever the live path delivers below
-that number is a duplicate and dropped; anything above it means a hole (a late
-start, an overflow, a lost Redis), which is read from the log. So the seam
-between replay and live has no hole and no duplicate, whatever the timing.
+The reader replays the log, registers its live buffer once caught up, reads the
+log once more, and then follows the buffer. Throughout it tracks the next
+sequence number it owes its client: whatever the live path delivers below that
+number is a duplicate and dropped; anything above it means a hole (events that
+came between the read and the registration, an overflow, a lost Redis), which
+is read from the log. So the seam between replay and live has no hole and no
+duplicate, whatever the timing.
 
 The live buffer is bounded: the fan-out never waits for a reader. A reader that
 falls behind overflows its buffer; that is counted, the buffer is emptied, and
@@ -102,8 +104,7 @@ async def follow(
     each exactly once, then END once the log is complete."""
     subscriber = Subscriber(how.capacity)
     next_seq = await source.head(run_id) if from_seq is None else max(0, from_seq)
-    await source.attach(run_id, subscriber, next_seq)
-    STATS.live_subscribers += 1
+    attached = False  # a replay of an ended log never needs the live path
     try:
         from_log = True
         falling_back = False  # reading the log because the live path is down
@@ -120,6 +121,13 @@ async def follow(
                     len(page.events) >= how.batch_max or page.behind or subscriber.ended
                 ):
                     continue  # more to read
+                if not attached:
+                    # Caught up: follow live from here, then read the log once
+                    # more for what came in between (duplicates are dropped).
+                    await source.attach(run_id, subscriber, next_seq)
+                    attached = True
+                    STATS.live_subscribers += 1
+                    continue
                 if subscriber.lost:
                     # The live path is down: read the log meanwhile, and try again.
                     if not falling_back:
@@ -139,8 +147,9 @@ async def follow(
                 yield batch
                 next_seq = batch[-1].seq + 1
     finally:
-        STATS.live_subscribers -= 1
-        source.detach(run_id, subscriber)
+        if attached:
+            STATS.live_subscribers -= 1
+            source.detach(run_id, subscriber)
 
 
 async def _live_batch(
