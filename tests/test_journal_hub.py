@@ -228,3 +228,21 @@ async def test_the_seam_has_no_hole_and_no_duplicate_across_replicas(
     replicas: tuple[RedisJournalHub, RedisJournalHub],
 ) -> None:
     await readers_join_while_appending(replicas[0], list(replicas))
+
+
+async def test_a_flush_copies_from_redis_what_a_stopped_replica_never_wrote(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    one, two = replicas
+    run_id = str(uuid.uuid4())
+    await one.append(run_id, 1, [("metadata", b"{}")])
+    await one.flush(run_id)
+    one.writer.stop()  # replica one goes down before its write-behind runs
+    await one.append(run_id, 1, [("values", b"1"), ("values", b"2")])
+    before = STATS.events_repaired
+    assert await asyncio.wait_for(two.flush(run_id), timeout=5) == 2
+    stored = await two.store.page(run_id, 0, 10)
+    assert [(e.seq, e.data) for e in stored.events] == [(0, b"{}"), (1, b"1"), (2, b"2")]
+    assert STATS.events_repaired > before
+    one.writer.start()  # its late writes change nothing
+    assert await asyncio.wait_for(one.flush(run_id), timeout=5) == 2

@@ -138,12 +138,37 @@ class RedisJournalHub:
         first_here = self.writer.run(run_id).first
         if target <= durable and first_here == 0:
             return durable
-        # Some of the run's events came through other replicas: wait for SQL to hold them.
+        # Some of the run's events came through other replicas: wait for SQL to
+        # hold them, copying them from Redis if their replica's write never came
+        # (it crashed before its write-behind).
+        repaired = False
         while await self.store.stored_through(run_id, target) < target + 1:
             if await self.store.gone(run_id) is not None:
                 return target
             await asyncio.sleep(self.config.poll_seconds)
+            if not repaired:
+                repaired = await self._copy_from_redis(run_id, target)
         return target
+
+    async def _copy_from_redis(self, run_id: str, target: int) -> bool:
+        """Write the run's events 0..target that Redis holds to SQL (rows already
+        there are left alone). False when Redis could not be read."""
+        epoch = self.local[run_id].epoch if run_id in self.local else 0
+        next_seq = 0
+        try:
+            while next_seq <= target:
+                page = await self.redis_log.page(run_id, next_seq, self.config.batch_max)
+                events = [e for e in page.events if e.seq <= target]
+                if not events:
+                    break
+                await self.store.write(events, {run_id: epoch})
+                next_seq = events[-1].seq + 1
+        except UNREACHABLE:
+            STATS.redis_errors += 1
+            return False
+        STATS.events_repaired += next_seq
+        log.warning("run %s: copied events 0..%d from Redis to SQL", run_id, next_seq - 1)
+        return True
 
     async def close(self, run_id: str, epoch: int) -> None:
         keep = min(self.redis.ttl_seconds, self.config.retention_seconds)

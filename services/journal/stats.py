@@ -18,6 +18,9 @@ class JournalStats:
     # Live subscribers that lost Redis and read the log meanwhile (once per outage).
     redis_fallbacks: int = 0
     redis_seeds: int = 0  # run numbering (re)started in Redis from the SQL log
+    # Events a Flush copied from Redis to SQL: their replica never wrote them (it
+    # stopped before its write-behind did).
+    events_repaired: int = 0
     runs_expired: int = 0  # logs deleted by this process's retention sweep
 
     def as_dict(self) -> dict[str, int]:
