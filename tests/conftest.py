@@ -12,7 +12,13 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from common.launch import Stack
-from tests.stacks import SHARED_REDIS, fresh_postgres_database, running_stack, stack_env
+from tests.stacks import (
+    SHARED_REDIS,
+    drop_redis_keys,
+    fresh_postgres_database,
+    running_stack,
+    stack_env,
+)
 
 MODES = ["sqlite", "postgres"]
 
@@ -34,6 +40,7 @@ def stack(
             running_stack(stack_env(data_dir, url, **redis), data_dir) as s,
         ):
             yield s
+        drop_redis_keys(SHARED_REDIS, redis["WAYBILL_JOURNAL_REDIS_PREFIX"])
     else:
         with running_stack(stack_env(data_dir), data_dir) as s:
             yield s

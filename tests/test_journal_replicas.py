@@ -24,6 +24,7 @@ from common import codec
 from common.launch import Stack, grpc_serving
 from tests.stacks import (
     SHARED_REDIS,
+    drop_redis_keys,
     free_port,
     fresh_postgres_database,
     http_ok,
@@ -87,18 +88,7 @@ def replicas_on(tmp_path: Path, redis_url: str, **extra: str) -> Iterator[Replic
             try:
                 yield Replicas(stack, gateway_b, journal_b, database_url, redis_url, prefix)
             finally:
-                _drop_keys(redis_url, prefix)
-
-
-def _drop_keys(redis_url: str, prefix: str) -> None:
-    try:
-        client = redis.Redis.from_url(redis_url)
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
-    except redis.RedisError:
-        pass  # a test's own Redis is already gone
+                drop_redis_keys(redis_url, prefix)
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +182,7 @@ async def test_every_last_event_id_through_the_other_journal_from_redis_then_sql
         await wait_done(a, thread_id, run["run_id"])
         assert await resumes_at_every_id(b, thread_id, run["run_id"]) == 26
         # Without the Redis copy (expired, or lost), the SQL log answers the same.
-        _drop_keys(replicas.redis_url, replicas.prefix)
+        drop_redis_keys(replicas.redis_url, replicas.prefix)
         assert await resumes_at_every_id(b, thread_id, run["run_id"]) == 26
     assert stored_seqs(replicas.database_url, run["run_id"]) == list(range(26))
 
