@@ -86,6 +86,24 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
     journal_batch_max: int = 512
+    # ---- journal: live fan-out, replay, retention (see services/journal/hub.py) ----
+    # Events a live subscriber may have waiting; past that it is counted as an
+    # overflow and catches up from the log instead, so it never slows anyone.
+    subscriber_buffer: int = 1024
+    # A run's events are kept this long after it ends, then swept (default 7 days).
+    journal_retention_seconds: float = 7 * 86400.0
+    journal_sweep_seconds: float = 3600.0  # how often the retention sweep runs
+    journal_evict_seconds: float = 30.0  # an ended run's log leaves memory after this
+    # With WAYBILL_REDIS_URL: the key prefix (one installation per prefix), how long
+    # an ended run's Redis stream stays for fast replays (then SQL serves it), how
+    # long an append or close retries an unreachable Redis before failing, how long
+    # one blocking read of a run's stream waits, and how often a subscriber that
+    # lost Redis polls the SQL log (and tries Redis again).
+    journal_redis_prefix: str = "waybill:journal"
+    journal_redis_ttl_seconds: float = 600.0
+    journal_redis_retry_seconds: float = 15.0
+    journal_redis_block_seconds: float = 5.0
+    journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
 
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces

@@ -11,10 +11,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
+from fastapi import HTTPException
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from common import codec
+from common.errors import http_status_for
 from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+# Set by the journal on a Subscribe refused because the run's events expired.
+EXPIRED_KEY = "waybill-log-expired"
 
 
 def encode(event: journal_pb2.RunEvent) -> bytes:
@@ -36,7 +41,11 @@ async def journal_batches(
     journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
 ) -> AsyncIterator[Sequence[journal_pb2.RunEvent]]:
     request = journal_pb2.SubscribeRequest(run_id=run_id, from_seq=from_seq, live_only=live_only)
-    call = journal.Subscribe(request)
+    async for batch in _batches(journal.Subscribe(request)):
+        yield batch
+
+
+async def _batches(call: Any) -> AsyncIterator[Sequence[journal_pb2.RunEvent]]:
     try:
         async for item in call:
             if item.events:
@@ -45,6 +54,32 @@ async def journal_batches(
                 return
     finally:
         call.cancel()
+
+
+async def opened_sse_frames(
+    journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int, live_only: bool
+) -> AsyncIterator[bytes]:
+    """`sse_frames` of a log known to be readable: a deleted run is 404 and one
+    whose events expired is 410, answered before the stream starts."""
+    request = journal_pb2.SubscribeRequest(run_id=run_id, from_seq=from_seq, live_only=live_only)
+    call = journal.Subscribe(request)
+    await call.initial_metadata()  # sent once the journal has checked the log
+    if call.done():
+        code = await call.code()
+        if code != grpc.StatusCode.OK:
+            details = await call.details()
+            trailing = await call.trailing_metadata()
+            if any(key == EXPIRED_KEY for key, _ in trailing or ()):
+                raise HTTPException(410, details)
+            raise HTTPException(http_status_for(code), details)
+    return _frames(_batches(call))
+
+
+async def _frames(
+    batches: AsyncIterator[Sequence[journal_pb2.RunEvent]],
+) -> AsyncIterator[bytes]:
+    async for batch in batches:
+        yield b"".join(encode(event) for event in batch)
 
 
 async def journal_events(
@@ -82,6 +117,8 @@ async def wait_for_end(journal: journal_pb2_grpc.JournalStub, run_id: str) -> di
             if event.event == "error":
                 error = codec.loads(event.data)
     except grpc.aio.AioRpcError as failure:
+        if any(key == EXPIRED_KEY for key, _ in failure.trailing_metadata() or ()):
+            return None  # expired long after the run ended; its state is in the thread
         return {"error": "StreamError", "message": failure.details() or "journal unavailable"}
     return error
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -11,7 +12,13 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from common.launch import Stack
-from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from tests.stacks import (
+    SHARED_REDIS,
+    drop_redis_keys,
+    fresh_postgres_database,
+    running_stack,
+    stack_env,
+)
 
 MODES = ["sqlite", "postgres"]
 
@@ -20,14 +27,20 @@ MODES = ["sqlite", "postgres"]
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    """The five services as real processes, embedded (SQLite) or on Postgres."""
+    """The five services as real processes: embedded (SQLite, in-memory fan-out),
+    or scaled (Postgres, and Redis for the journal's fan-out)."""
     data_dir = tmp_path_factory.mktemp(f"stack-{request.param}")
     if request.param == "postgres":
+        redis = {
+            "WAYBILL_REDIS_URL": SHARED_REDIS,
+            "WAYBILL_JOURNAL_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:12]}",
+        }
         with (
             fresh_postgres_database() as url,
-            running_stack(stack_env(data_dir, url), data_dir) as s,
+            running_stack(stack_env(data_dir, url, **redis), data_dir) as s,
         ):
             yield s
+        drop_redis_keys(SHARED_REDIS, redis["WAYBILL_JOURNAL_REDIS_PREFIX"])
     else:
         with running_stack(stack_env(data_dir), data_dir) as s:
             yield s

@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import httpx
 import psycopg
+import redis
 
 from common import codec
 from common.launch import Stack, grpc_serving
@@ -24,6 +25,8 @@ POSTGRES_ADMIN_URL = os.environ.get(
     "WAYBILL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 
+# The journal's Redis (live fan-out across replicas); tests use a key prefix each.
+SHARED_REDIS = os.environ.get("WAYBILL_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 # A small LangGraph project (with a subgraph) served beside lead_agent in tests.
 TEST_GRAPHS = Path(__file__).parent / "graphs" / "langgraph.json"
@@ -80,6 +83,18 @@ def fresh_postgres_database() -> Iterator[str]:
     finally:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_redis_keys(redis_url: str, prefix: str) -> None:
+    """Delete a test's keys (a prefix of its own) from a Redis, if it is still up."""
+    try:
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+    except redis.RedisError:
+        pass
 
 
 @contextmanager

@@ -4,22 +4,27 @@ that survives the caller that started it going away."""
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from common.sql import create_engine
-from services.journal.hub import END, JournalHub
-from services.journal.store import JournalStore
+from services.journal.hub import END, HubConfig, JournalHub
+from services.journal.redis_hub import RedisConfig, RedisJournalHub
+from services.journal.stats import STATS
+from services.journal.store import JournalStore, StoredEvent
+from tests.stacks import SHARED_REDIS
 
 
 @pytest.fixture
 async def hub(tmp_path: Path) -> AsyncIterator[JournalHub]:
     store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
     await store.migrate()
-    running = JournalHub(store, batch_max=64, evict_after=0.05)
+    running = JournalHub(store, HubConfig(batch_max=64, evict_after=0.05))
     running.start()
     yield running
     await running.stop()
@@ -56,3 +61,188 @@ async def test_a_stale_epoch_cannot_append(hub: JournalHub) -> None:
     await hub.append(run_id, 2, [("metadata", b"{}")])
     with pytest.raises(Exception, match="stale"):
         await hub.append(run_id, 1, [("values", b"late")])
+
+
+# ---- bounded subscribers, both hubs -------------------------------------------------
+
+
+async def collect(stream: AsyncIterator[list[StoredEvent] | None]) -> list[StoredEvent]:
+    events: list[StoredEvent] = []
+    async for batch in stream:
+        if batch is END:
+            break
+        events.extend(batch)
+    return events
+
+
+async def test_a_slow_subscriber_overflows_is_counted_and_misses_nothing(tmp_path: Path) -> None:
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    small = JournalHub(store, HubConfig(batch_max=8, subscriber_buffer=4, evict_after=0.05))
+    small.start()
+    run_id = str(uuid.uuid4())
+    await small.append(run_id, 1, [("metadata", b"{}")])
+    stream = small.subscribe(run_id, from_seq=0, live_only=False)
+    assert [e.seq for e in await anext(stream) or []] == [0]
+    following = asyncio.create_task(anext(stream))  # caught up: it follows live now
+    await asyncio.sleep(0.01)
+    await small.append(run_id, 1, [("values", b"1")])
+    assert [e.seq for e in await following or []] == [1]
+    before = STATS.subscriber_overflows
+    for i in range(2, 101):  # the subscriber reads nothing meanwhile
+        await small.append(run_id, 1, [("values", str(i).encode())])
+    await small.close(run_id, 1)
+    rest = await collect(stream)
+    assert [e.seq for e in rest] == list(range(2, 101))
+    assert [e.data for e in rest] == [str(i).encode() for i in range(2, 101)]
+    assert STATS.subscriber_overflows == before + 1
+    await small.stop()
+    await store.engine.dispose()
+
+
+# ---- the Redis hub: replicas sharing Redis and SQL ------------------------------------
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path) -> AsyncIterator[tuple[RedisJournalHub, RedisJournalHub]]:
+    """Two journal replicas on one SQLite file and one Redis (a key prefix of their own)."""
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    redis = RedisConfig(SHARED_REDIS, prefix=f"test-journal-{uuid.uuid4().hex}", retry_seconds=2)
+    config = HubConfig(batch_max=64, subscriber_buffer=16, evict_after=0.05, poll_seconds=0.05)
+    hubs = (RedisJournalHub(store, config, redis), RedisJournalHub(store, config, redis))
+    for hub in hubs:
+        hub.start()
+    yield hubs
+    for hub in hubs:
+        keys = await hub.redis_log.client.keys(f"{redis.prefix}:*")
+        if keys:
+            await hub.redis_log.client.delete(*keys)
+        await hub.stop()
+    await store.engine.dispose()
+
+
+async def test_replicas_number_one_log_and_serve_it_live(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    one, two = replicas
+    run_id = str(uuid.uuid4())
+    assert await one.append(run_id, 1, [("metadata", b"{}")]) == 0
+    reader = asyncio.create_task(collect(two.subscribe(run_id, from_seq=0, live_only=False)))
+    await one.append(run_id, 1, [("values", b"1"), ("values", b"2")])
+    await asyncio.sleep(0.05)  # the reader on replica two follows live by now
+    # A takeover appends through the other replica: numbering goes on, gap-free.
+    assert await two.append(run_id, 2, [("values", b"3")]) == 3
+    with pytest.raises(Exception, match="stale"):
+        await one.append(run_id, 1, [("values", b"zombie")])
+    await two.flush(run_id)
+    await two.close(run_id, 2)
+    events = await asyncio.wait_for(reader, timeout=5)
+    assert [(e.seq, e.data) for e in events] == [(0, b"{}"), (1, b"1"), (2, b"2"), (3, b"3")]
+    # Once Redis forgets the log, SQL serves the same events.
+    await one.redis_log.delete([run_id])
+    replayed = await collect(one.subscribe(run_id, from_seq=2, live_only=False))
+    assert [(e.seq, e.data) for e in replayed] == [(2, b"2"), (3, b"3")]
+
+
+async def test_numbering_survives_redis_losing_its_state(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    one, two = replicas
+    run_id = str(uuid.uuid4())
+    await one.append(run_id, 1, [("metadata", b"{}"), ("values", b"1")])
+    reader = asyncio.create_task(collect(two.subscribe(run_id, from_seq=0, live_only=False)))
+    await asyncio.sleep(0.05)
+    await one.redis_log.delete([run_id])  # what a restart without persistence does
+    assert await one.append(run_id, 1, [("values", b"2")]) == 2  # re-seeded from SQL
+    assert await one.append(run_id, 1, [("values", b"3")]) == 3
+    await one.close(run_id, 1)
+    events = await asyncio.wait_for(reader, timeout=5)
+    assert [e.seq for e in events] == [0, 1, 2, 3]
+    assert STATS.redis_seeds >= 2  # the run's first append, and the re-seed
+
+
+async def test_a_slow_subscriber_on_redis_is_counted_and_misses_nothing(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    one, two = replicas
+    run_id = str(uuid.uuid4())
+    await one.append(run_id, 1, [("metadata", b"{}")])
+    stream = two.subscribe(run_id, from_seq=0, live_only=False)
+    assert [e.seq for e in await anext(stream) or []] == [0]
+    before = STATS.subscriber_overflows
+    for i in range(1, 201):
+        await one.append(run_id, 1, [("values", str(i).encode())])
+    await asyncio.sleep(0.2)  # the follower on replica two has offered them all
+    await one.close(run_id, 1)
+    rest = await collect(stream)
+    assert [e.seq for e in rest] == list(range(1, 201))
+    assert STATS.subscriber_overflows >= before + 1
+
+
+async def readers_join_while_appending(appender: Any, readers: list[Any]) -> None:
+    """Readers join at random moments from random points, on any replica, while
+    events are appended: each receives exactly the rest of the log, in order."""
+    rng = random.Random(7)
+    run_id = str(uuid.uuid4())
+    total = 400
+
+    async def append_all() -> None:
+        seq = 0
+        while seq < total:
+            size = min(rng.randint(1, 9), total - seq)
+            await appender.append(
+                run_id, 1, [("values", str(seq + i).encode()) for i in range(size)]
+            )
+            seq += size
+            await asyncio.sleep(rng.choice([0, 0, 0.001]))
+        await appender.close(run_id, 1)
+
+    async def read(delay: float, from_seq: int | None) -> tuple[int | None, list[int]]:
+        await asyncio.sleep(delay)
+        hub = rng.choice(readers)
+        stream = hub.subscribe(run_id, from_seq or 0, live_only=from_seq is None)
+        return from_seq, [e.seq for e in await collect(stream)]
+
+    await appender.append(run_id, 1, [("metadata", b"{}")])
+    joins = [(rng.random() * 0.3, rng.choice([None, 0, rng.randint(0, total)])) for _ in range(30)]
+    results = await asyncio.gather(append_all(), *(read(d, f) for d, f in joins))
+    for from_seq, seqs in results[1:]:
+        if from_seq is None:  # live only: a contiguous tail of the log
+            assert seqs == list(range(total + 1 - len(seqs), total + 1))
+        else:
+            assert seqs == list(range(from_seq, total + 1)), from_seq
+
+
+async def test_the_seam_has_no_hole_and_no_duplicate_in_memory(tmp_path: Path) -> None:
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    small = JournalHub(store, HubConfig(batch_max=16, subscriber_buffer=8, evict_after=0.05))
+    small.start()
+    await readers_join_while_appending(small, [small])
+    await small.stop()
+    await store.engine.dispose()
+
+
+async def test_the_seam_has_no_hole_and_no_duplicate_across_replicas(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    await readers_join_while_appending(replicas[0], list(replicas))
+
+
+async def test_a_flush_copies_from_redis_what_a_stopped_replica_never_wrote(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    one, two = replicas
+    run_id = str(uuid.uuid4())
+    await one.append(run_id, 1, [("metadata", b"{}")])
+    await one.flush(run_id)
+    one.writer.stop()  # replica one goes down before its write-behind runs
+    await one.append(run_id, 1, [("values", b"1"), ("values", b"2")])
+    before = STATS.events_repaired
+    assert await asyncio.wait_for(two.flush(run_id), timeout=5) == 2
+    stored = await two.store.page(run_id, 0, 10)
+    assert [(e.seq, e.data) for e in stored.events] == [(0, b"{}"), (1, b"1"), (2, b"2")]
+    assert STATS.events_repaired > before
+    one.writer.start()  # its late writes change nothing
+    assert await asyncio.wait_for(one.flush(run_id), timeout=5) == 2

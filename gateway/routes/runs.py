@@ -18,7 +18,13 @@ from common import codec
 from gateway.peers import Peers, call
 from gateway.routes.threads import forget_runs, peers_of, remove_thread
 from gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
-from gateway.streams import resume_point, sse_frames, sse_response, wait_for_end
+from gateway.streams import (
+    opened_sse_frames,
+    resume_point,
+    sse_frames,
+    sse_response,
+    wait_for_end,
+)
 from waybill.v1 import admission_pb2, common_pb2, runner_pb2
 
 router = APIRouter(tags=["runs"])
@@ -187,7 +193,8 @@ async def join_stream(
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
     from_seq, live_only = resume_point(last_event_id)
-    return run_stream(request, run, sse_frames(peers.journal, run.run_id, from_seq, live_only))
+    frames = await opened_sse_frames(peers.journal, run.run_id, from_seq, live_only)
+    return run_stream(request, run, frames)
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")

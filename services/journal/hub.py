@@ -1,26 +1,102 @@
-"""Numbering, live fan-out and the durable write-behind of run events.
+"""Numbering, live fan-out, replay and retention of run events.
 
-A run's events are held in memory while it is live: an appended event gets the
-next sequence number, reaches live subscribers at once, and is queued for a
-batched SQL write right behind. `Subscribe` takes the snapshot and registers
-its queue without yielding to the event loop in between, so the seam between
-replay and live has no hole and no duplicate.
+Design
+------
+Every run has one log: events numbered 0, 1, 2, ... with no gap (`metadata` is
+0; SSE `id:` is the number). The SQL table `run_events` is the durable copy,
+written in batches right behind the live path (`writer.py`); `Flush` waits for
+it, and the runner flushes before it writes the run's receipt and status.
+
+Two live paths, one contract:
+
+- **Memory** (`JournalHub`, the embedded default: one journal replica, no Redis).
+  The replica numbers events itself; a live run's log is held in memory and fanned
+  out in process.
+- **Redis** (`RedisJournalHub` in `redis_hub.py`, when `WAYBILL_REDIS_URL` is set:
+  any number of journal replicas, no sticky sessions). Each run has a Redis hash
+  (next number, epoch, closed) and a Redis stream whose entry ids *are* the
+  numbers (`0-<seq+1>`; the end marker is `1-0`). One Lua script checks the
+  epoch, allocates the numbers and adds the entries atomically, so numbering stays
+  gap-free and unique whichever replica each appender (a takeover included)
+  talks to. Every replica follows the runs its subscribers read with one blocking
+  `XREAD` per run and fans out locally. A retried append carries the same token,
+  so an append whose reply was lost is not numbered twice.
+
+Subscriptions (`subscriber.py`) replay the log from `from_seq`, then register a
+bounded live buffer and follow it, tracking the next number owed: what they
+already sent is dropped, any hole is read from the log, so there is no hole and
+no duplicate at the seam. A reader too
+slow for its buffer (`WAYBILL_SUBSCRIBER_BUFFER`) is counted
+(`GetStats.subscriber_overflows`) and catches up from the log; the runner and the
+other readers never wait for it.
+
+If Redis restarts, readers fall back to polling SQL (`WAYBILL_JOURNAL_POLL_SECONDS`)
+and reattach when it is back; appends and closes retry for
+`WAYBILL_JOURNAL_REDIS_RETRY_SECONDS`, then fail with UNAVAILABLE. When Redis has
+lost a run's state, the next append re-seeds it from the SQL log's highest number
+(after this replica's own pending writes of the run are stored), so no number is
+reused. (Left open: another replica's unflushed writes of the same run at the
+very moment Redis loses its state; in practice a takeover comes seconds after the
+last append of the old attempt, long after its write-behind.)
+
+Retention: an ended run's events are kept `WAYBILL_JOURNAL_RETENTION_SECONDS`
+(7 days) after its end, then deleted by a sweep every
+`WAYBILL_JOURNAL_SWEEP_SECONDS`, leaving a tombstone: its stream answers 410 Gone
+with "the run's events expired ...". LangGraph Platform likewise keeps resumable
+stream data only for a while (`RESUMABLE_STREAM_TTL_SECONDS`); we keep the
+durable log far longer and say so plainly when it is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from common.errors import busy, not_found
-from services.journal.store import JournalStore, StoredEvent
+import grpc
 
-log = logging.getLogger("waybill.journal")
+from common.errors import ServiceError, busy, not_found
+from services.journal.stats import STATS
+from services.journal.store import EXPIRED, FORGOTTEN, JournalStore, StoredEvent
+from services.journal.subscriber import END, Follow, Page, Subscriber, follow
+from services.journal.writer import WriteBehind
 
-END = None  # what a subscriber's queue receives when the log is closed
+__all__ = ["END", "HubConfig", "JournalHub", "LogExpired", "gone_error"]
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    batch_max: int = 512
+    evict_after: float = 30.0  # an ended run's log leaves memory after this
+    subscriber_buffer: int = 1024
+    poll_seconds: float = 0.2
+    retention_seconds: float = 7 * 86400.0
+
+    def following(self) -> Follow:
+        return Follow(self.subscriber_buffer, self.batch_max, self.poll_seconds)
+
+
+class LogExpired(ServiceError):
+    """The run's events were swept after the retention period (HTTP 410)."""
+
+
+def describe_seconds(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} seconds"
+
+
+def gone_error(run_id: str, gone: str, retention_seconds: float) -> ServiceError:
+    if gone == EXPIRED:
+        return LogExpired(
+            grpc.StatusCode.NOT_FOUND,
+            f"Run {run_id}'s events expired: they are kept for "
+            f"{describe_seconds(retention_seconds)} after the run ends.",
+        )
+    return not_found(f"Run {run_id} not found: it was deleted with its thread.")
 
 
 @dataclass
@@ -29,35 +105,35 @@ class RunLog:
     epoch: int = 0
     events: list[StoredEvent] = field(default_factory=list)
     closed: bool = False
-    forgotten: bool = False  # deleted with its thread: gone for good
-    head_stored: bool = False  # the run_logs row exists
-    durable_seq: int = -1
-    subscribers: set[asyncio.Queue[StoredEvent | None]] = field(default_factory=set)
+    gone: str | None = None  # forgotten or expired: only the tombstone is left
+    subscribers: set[Subscriber] = field(default_factory=set)
 
     @property
     def next_seq(self) -> int:
         return len(self.events)
 
+    def end_subscribers(self) -> None:
+        for subscriber in self.subscribers:
+            subscriber.end()
+
 
 class JournalHub:
-    def __init__(self, store: JournalStore, *, batch_max: int, evict_after: float) -> None:
+    """One journal replica: numbering and fan-out in memory, durable copy in SQL."""
+
+    def __init__(self, store: JournalStore, config: HubConfig) -> None:
         self.store = store
-        self.batch_max = batch_max
-        self.evict_after = evict_after
+        self.config = config
+        self.writer = WriteBehind(store, config.batch_max)
         self.logs: dict[str, RunLog] = {}
         self._loading: dict[str, asyncio.Task[RunLog]] = {}
-        self._pending: asyncio.Queue[StoredEvent] = asyncio.Queue()
-        self._durable = asyncio.Condition()
-        self._writer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._writer = asyncio.create_task(self._write_behind(), name="journal-writer")
+        self.writer.start()
 
     async def stop(self) -> None:
-        for run_log in self.logs.values():
-            await self.flush(run_log.run_id)
-        if self._writer is not None:
-            self._writer.cancel()
+        for run_id in list(self.logs):
+            await self.writer.wait_durable(run_id)
+        self.writer.stop()
 
     # ---- opening a run's log ---------------------------------------------------
 
@@ -83,14 +159,14 @@ class JournalHub:
         if run_log is not None:  # created while we were reading
             return run_log
         run_log = RunLog(run_id)
-        if stored is not None and stored.forgotten:
-            run_log.forgotten = run_log.closed = True
+        if stored is not None and stored.gone is not None:
+            run_log.gone = stored.gone
+            run_log.closed = True
         elif stored is not None:
             run_log.epoch = stored.epoch
             run_log.events = stored.events
             run_log.closed = stored.closed
-            run_log.head_stored = True
-            run_log.durable_seq = len(stored.events) - 1
+            self.writer.run(run_id).head_stored = True
         self.logs[run_id] = run_log
         if run_log.closed:
             self._evict_later(run_log)
@@ -101,149 +177,119 @@ class JournalHub:
         many had a stored log."""
         count = await self.store.forget(run_ids)
         for run_id in run_ids:
-            loading = self._loading.get(run_id)
-            if loading is not None:  # a load that read before the delete
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(loading)
+            await self._wait_for_load(run_id)
             run_log = self.logs.get(run_id)
-            if run_log is None:
-                continue  # the next open finds the tombstone
-            run_log.forgotten = run_log.closed = True
-            run_log.events = []
-            for queue in run_log.subscribers:
-                queue.put_nowait(END)
-            run_log.subscribers.clear()
-            async with self._durable:  # nothing more will be stored: release flushes
-                run_log.durable_seq = run_log.next_seq - 1
-                self._durable.notify_all()
-            self._evict_later(run_log)
+            if run_log is not None:  # else the next open finds the tombstone
+                await self._bury(run_log, FORGOTTEN)
         return count
+
+    async def expired(self, run_ids: list[str]) -> None:
+        """The retention sweep deleted these runs' logs from SQL."""
+        for run_id in run_ids:
+            await self._wait_for_load(run_id)
+            run_log = self.logs.get(run_id)
+            if run_log is not None:
+                await self._bury(run_log, EXPIRED)
+
+    async def _wait_for_load(self, run_id: str) -> None:
+        loading = self._loading.get(run_id)
+        if loading is not None:  # a load that read before the delete
+            with contextlib.suppress(Exception):
+                await asyncio.shield(loading)
+
+    async def _bury(self, run_log: RunLog, gone: str) -> None:
+        run_log.gone = gone
+        run_log.closed = True
+        run_log.events = []
+        run_log.end_subscribers()
+        await self.writer.drop(run_log.run_id)  # nothing more will be stored
+        self._evict_later(run_log)
 
     # ---- writing ---------------------------------------------------------------
 
     async def append(self, run_id: str, epoch: int, items: list[tuple[str, bytes]]) -> int:
         run_log = await self.open(run_id)
-        if run_log.forgotten:
+        if run_log.gone is not None:
             raise busy(f"run {run_id} was deleted with its thread")
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
         run_log.epoch = epoch
         if run_log.closed:
             raise busy(f"run {run_id}: the log is closed")
-        for name, data in items:
-            stored = StoredEvent(run_id, run_log.next_seq, name, data)
-            run_log.events.append(stored)
-            for queue in run_log.subscribers:
-                queue.put_nowait(stored)
-            self._pending.put_nowait(stored)
+        first = run_log.next_seq
+        fresh = [StoredEvent(run_id, first + i, name, data) for i, (name, data) in enumerate(items)]
+        run_log.events.extend(fresh)
+        for stored in fresh:  # live fan-out first ...
+            for subscriber in run_log.subscribers:
+                subscriber.offer(stored)
+        self.writer.put(fresh, epoch)  # ... the durable write right behind
+        STATS.events_appended += len(fresh)
         return run_log.next_seq - 1
 
     async def flush(self, run_id: str) -> int:
         run_log = await self.open(run_id)
-        target = run_log.next_seq - 1
-        async with self._durable:
-            await self._durable.wait_for(lambda: run_log.durable_seq >= target)
-        return run_log.durable_seq
+        await self.writer.wait_durable(run_id)
+        return run_log.next_seq - 1
 
     async def close(self, run_id: str, epoch: int) -> None:
         run_log = await self.open(run_id)
-        if run_log.forgotten:
+        if run_log.gone is not None:
             return  # deleted (after its run ended) before its runner closed it
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
         await self.flush(run_id)
-        if not run_log.head_stored:
-            await self.store.write([], {run_id: epoch})
-            run_log.head_stored = True
         await self.store.mark_closed(run_id, epoch)
         run_log.closed = True
-        for queue in run_log.subscribers:
-            queue.put_nowait(END)
-        run_log.subscribers.clear()
+        run_log.end_subscribers()
         self._evict_later(run_log)
 
     def _evict_later(self, run_log: RunLog) -> None:
         def evict() -> None:
-            if self.logs.get(run_log.run_id) is run_log and not run_log.subscribers:
-                del self.logs[run_log.run_id]
+            if self.logs.get(run_log.run_id) is not run_log:
+                return
+            if run_log.subscribers:
+                self._evict_later(run_log)  # a replay still reads it: later
+                return
+            del self.logs[run_log.run_id]
+            self.writer.release(run_log.run_id)
 
-        asyncio.get_running_loop().call_later(self.evict_after, evict)
-
-    async def _write_behind(self) -> None:
-        while True:
-            batch = [await self._pending.get()]
-            while len(batch) < self.batch_max and not self._pending.empty():
-                batch.append(self._pending.get_nowait())
-            batch = [stored for stored in batch if not self._forgotten(stored.run_id)]
-            if not batch:
-                continue
-            opened: dict[str, int] = {}
-            for stored in batch:
-                run_log = self.logs[stored.run_id]
-                if not run_log.head_stored:
-                    opened[stored.run_id] = run_log.epoch
-                    run_log.head_stored = True
-            try:
-                await self.store.write(batch, opened)
-            except Exception:
-                log.exception("journal write failed for %d events; retrying", len(batch))
-                for run_id in opened:
-                    self.logs[run_id].head_stored = False
-                for stored in batch:
-                    self._pending.put_nowait(stored)
-                await asyncio.sleep(0.2)
-                continue
-            async with self._durable:
-                for stored in batch:
-                    run_log = self.logs[stored.run_id]
-                    run_log.durable_seq = max(run_log.durable_seq, stored.seq)
-                self._durable.notify_all()
-
-    def _forgotten(self, run_id: str) -> bool:
-        run_log = self.logs.get(run_id)
-        return run_log is None or run_log.forgotten
+        asyncio.get_running_loop().call_later(self.config.evict_after, evict)
 
     # ---- reading ---------------------------------------------------------------
 
+    async def readable(self, run_id: str) -> None:
+        """Raise NOT_FOUND (deleted) or LogExpired when the run's log is gone."""
+        run_log = await self.open(run_id)
+        if run_log.gone is not None:
+            raise gone_error(run_id, run_log.gone, self.config.retention_seconds)
+
     async def subscribe(
-        self, run_id: str, from_seq: int, live_only: bool, batch_max: int = 512
+        self, run_id: str, from_seq: int, live_only: bool
     ) -> AsyncIterator[list[StoredEvent] | None]:
         """Yield batches of events from `from_seq`, then live ones, then END once closed."""
+        await self.readable(run_id)
+        STATS.subscriptions += 1
+        start = None if live_only else from_seq
+        async for batch in follow(self, run_id, start, self.config.following()):
+            yield batch
+
+    # LogSource: what `follow` reads and attaches to.
+
+    async def read(self, run_id: str, from_seq: int, limit: int) -> Page:
         run_log = await self.open(run_id)
-        if run_log.forgotten:
-            raise not_found(f"Run {run_id} not found: it was deleted with its thread.")
-        queue: asyncio.Queue[StoredEvent | None] = asyncio.Queue()
-        start = run_log.next_seq if live_only else max(0, from_seq)
-        backlog = run_log.events[start:]
-        closed = run_log.closed
-        if not closed:
-            run_log.subscribers.add(queue)
-        try:
-            for offset in range(0, len(backlog), batch_max):
-                yield backlog[offset : offset + batch_max]
-            if closed:
-                yield END
-                return
-            while True:
-                batch, ended = await _next_batch(queue, batch_max)
-                if batch:
-                    yield batch
-                if ended:
-                    yield END
-                    return
-        finally:
-            run_log.subscribers.discard(queue)
+        events = run_log.events[from_seq : from_seq + limit]
+        reaches_end = from_seq + len(events) >= run_log.next_seq
+        return Page(events, closed=run_log.closed and reaches_end)
 
+    async def head(self, run_id: str) -> int:
+        return (await self.open(run_id)).next_seq
 
-async def _next_batch(
-    queue: asyncio.Queue[StoredEvent | None], batch_max: int
-) -> tuple[list[StoredEvent], bool]:
-    """Wait for one event, then take whatever else is already queued. (batch, ended)."""
-    item = await queue.get()
-    batch: list[StoredEvent] = []
-    while item is not END:
-        batch.append(item)
-        if len(batch) >= batch_max or queue.empty():
-            return batch, False
-        item = queue.get_nowait()
-    return batch, True
+    async def attach(self, run_id: str, subscriber: Subscriber, from_seq: int) -> None:
+        run_log = await self.open(run_id)
+        if not run_log.closed:
+            run_log.subscribers.add(subscriber)
+
+    def detach(self, run_id: str, subscriber: Subscriber) -> None:
+        run_log = self.logs.get(run_id)
+        if run_log is not None:
+            run_log.subscribers.discard(subscriber)

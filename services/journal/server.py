@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 from common import codec
 from common.errors import ServiceError, invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.settings import get_settings
-from services.journal.hub import END, JournalHub
+from common.settings import Settings, get_settings
+from services.journal.hub import END, HubConfig, JournalHub, LogExpired
 from services.journal.record_rpcs import append_records, list_records
 from services.journal.records import RecordStore
-from services.journal.store import JournalStore
+from services.journal.redis_hub import RedisConfig, RedisJournalHub
+from services.journal.retention import sweep_forever
+from services.journal.stats import STATS
+from services.journal.store import JournalStore, StoredEvent
 from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+# Trailing metadata of a Subscribe refused because the run's events expired; the
+# gateway answers 410 Gone for it.
+EXPIRED_KEY = "waybill-log-expired"
+ITEM_BYTES = 1024 * 1024
 
 
 class JournalServicer(journal_pb2_grpc.JournalServicer):
-    def __init__(self, hub: JournalHub, records: RecordStore | None = None) -> None:
+    def __init__(
+        self, hub: JournalHub | RedisJournalHub, records: RecordStore | None = None
+    ) -> None:
         self.hub = hub
         self.records = records or RecordStore(hub.store.engine)
 
@@ -69,16 +80,61 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
 
     @translate_errors
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
-        async for batch in self.hub.subscribe(request.run_id, request.from_seq, request.live_only):
+        try:
+            await self.hub.readable(request.run_id)
+        except LogExpired:
+            context.set_trailing_metadata(((EXPIRED_KEY, "1"),))
+            raise
+        # The log is there: tell the caller now, before any event (it may be a while).
+        await context.send_initial_metadata(())
+        stream = self.hub.subscribe(request.run_id, request.from_seq, request.live_only)
+        async for batch in stream:
             if batch is END:
                 yield journal_pb2.SubscribeItem(end=True)
                 return
-            yield journal_pb2.SubscribeItem(
-                events=[
-                    journal_pb2.RunEvent(seq=stored.seq, event=stored.event, data=stored.data)
-                    for stored in batch
-                ]
-            )
+            for part in _by_size(batch):
+                yield journal_pb2.SubscribeItem(events=_wire(part))
+
+    async def GetStats(self, request, context):  # type: ignore[no-untyped-def]
+        return journal_pb2.JournalStatsReply(json=codec.dumps(STATS.as_dict()))
+
+
+def _by_size(batch: list[StoredEvent]) -> list[list[StoredEvent]]:
+    """Split a batch into messages of about ITEM_BYTES at most (one event at least),
+    well under gRPC's default 4 MiB a client accepts."""
+    parts: list[list[StoredEvent]] = [[]]
+    size = 0
+    for event in batch:
+        if parts[-1] and size + len(event.data) > ITEM_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].append(event)
+        size += len(event.data)
+    return parts
+
+
+def _wire(batch: list[StoredEvent]) -> list[journal_pb2.RunEvent]:
+    return [journal_pb2.RunEvent(seq=e.seq, event=e.event, data=e.data) for e in batch]
+
+
+def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJournalHub:
+    config = HubConfig(
+        batch_max=settings.journal_batch_max,
+        evict_after=settings.journal_evict_seconds,
+        subscriber_buffer=settings.subscriber_buffer,
+        poll_seconds=settings.journal_poll_seconds,
+        retention_seconds=settings.journal_retention_seconds,
+    )
+    if not settings.redis_url:
+        return JournalHub(store, config)
+    redis = RedisConfig(
+        url=settings.redis_url,
+        prefix=settings.journal_redis_prefix,
+        ttl_seconds=settings.journal_redis_ttl_seconds,
+        retry_seconds=settings.journal_redis_retry_seconds,
+        block_seconds=settings.journal_redis_block_seconds,
+    )
+    return RedisJournalHub(store, config, redis)
 
 
 async def main() -> None:
@@ -86,14 +142,27 @@ async def main() -> None:
     configure_logging("journal")
     store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
     await store.migrate()
-    hub = JournalHub(store, batch_max=settings.journal_batch_max, evict_after=30.0)
+    hub = make_hub(settings, store)
     hub.start()
+    sweeper = asyncio.create_task(
+        sweep_forever(
+            store,
+            settings.journal_retention_seconds,
+            settings.journal_sweep_seconds,
+            hub.expired,
+        )
+    )
+
+    async def stop() -> None:
+        sweeper.cancel()
+        await hub.stop()
+
     servicer = JournalServicer(hub, RecordStore(store.engine))
     await serve(
         "Journal",
         settings.journal_addr,
         lambda server: journal_pb2_grpc.add_JournalServicer_to_server(servicer, server),
-        on_stop=hub.stop,
+        on_stop=stop,
         grace_seconds=settings.shutdown_grace_seconds,
     )
     await store.engine.dispose()

@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Index,
     LargeBinary,
     MetaData,
     String,
     Table,
     delete,
+    func,
     insert,
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common import codec
 from common.sql import migrate
@@ -41,6 +46,7 @@ run_logs = Table(
     Column("run_id", String(36), primary_key=True),
     Column("epoch", BigInteger, nullable=False),
     Column("closed_at", DateTime(timezone=True)),
+    Index("run_logs_closed_at", "closed_at"),
 )
 # Runs deleted with their thread: their log must not come back (a late Close or
 # Append), and a subscriber must hear NOT_FOUND rather than wait forever.
@@ -50,6 +56,18 @@ forgotten_runs = Table(
     Column("run_id", String(36), primary_key=True),
     Column("forgotten_at", DateTime(timezone=True), nullable=False),
 )
+# Runs whose events the retention sweep deleted: their stream answers that the
+# events expired, rather than waiting for events that will never come.
+expired_runs = Table(
+    "expired_runs",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("ended_at", DateTime(timezone=True), nullable=False),
+    Column("expired_at", DateTime(timezone=True), nullable=False),
+)
+
+FORGOTTEN = "forgotten"  # deleted with its thread
+EXPIRED = "expired"  # swept after the retention period
 
 
 @dataclass(frozen=True)
@@ -65,12 +83,35 @@ class StoredLog:
     epoch: int
     closed: bool
     events: list[StoredEvent]
-    forgotten: bool = False
+    gone: str | None = None  # FORGOTTEN or EXPIRED: nothing is left but the tombstone
+
+    @property
+    def forgotten(self) -> bool:
+        return self.gone is not None
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """What SQL knows of a run's log, without its events."""
+
+    epoch: int
+    closed: bool
+    next_seq: int  # one past the highest stored sequence number
+
+
+@dataclass(frozen=True)
+class SqlPage:
+    events: list[StoredEvent]
+    closed: bool  # the log is complete and `events` reach its end
+    gone: str | None = None
 
 
 class JournalStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.dialect_insert: Any = (
+            postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        )
 
     async def migrate(self) -> None:
         await migrate(self.engine, MIGRATIONS, "journal")
@@ -78,9 +119,9 @@ class JournalStore:
     async def load(self, run_id: str) -> StoredLog | None:
         """Everything stored for a run, or None when the journal never saw it."""
         async with self.engine.connect() as conn:
-            gone = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id == run_id)
-            if (await conn.execute(gone)).first() is not None:
-                return StoredLog(epoch=0, closed=True, events=[], forgotten=True)
+            gone = await _gone(conn, run_id)
+            if gone is not None:
+                return StoredLog(epoch=0, closed=True, events=[], gone=gone)
             head = (await conn.execute(select(run_logs).where(run_logs.c.run_id == run_id))).first()
             if head is None:
                 return None
@@ -95,17 +136,20 @@ class JournalStore:
         return StoredLog(epoch=head.epoch, closed=head.closed_at is not None, events=events)
 
     async def write(self, events: list[StoredEvent], opened: dict[str, int]) -> None:
-        """Insert a batch; `opened` holds runs (with epoch) seen for the first time."""
+        """Insert a batch; `opened` holds runs (with epoch) seen for the first time.
+
+        Rows already there are left alone: another journal replica may have opened
+        the same run's log (a takeover), and a retried batch may have committed."""
         now = codec.now_utc()
         async with self.engine.begin() as conn:
             if opened:
                 await conn.execute(
-                    insert(run_logs),
+                    self.dialect_insert(run_logs).on_conflict_do_nothing(),
                     [{"run_id": r, "epoch": e, "closed_at": None} for r, e in opened.items()],
                 )
             if events:
                 await conn.execute(
-                    insert(run_events),
+                    self.dialect_insert(run_events).on_conflict_do_nothing(),
                     [
                         {
                             "run_id": e.run_id,
@@ -119,7 +163,13 @@ class JournalStore:
                 )
 
     async def mark_closed(self, run_id: str, epoch: int) -> None:
+        """Close the run's log (opening it first if no event was ever stored)."""
         async with self.engine.begin() as conn:
+            await conn.execute(
+                self.dialect_insert(run_logs)
+                .values(run_id=run_id, epoch=epoch, closed_at=None)
+                .on_conflict_do_nothing()
+            )
             await conn.execute(
                 update(run_logs)
                 .where(run_logs.c.run_id == run_id)
@@ -145,3 +195,88 @@ class JournalStore:
                     [{"run_id": run_id, "forgotten_at": now} for run_id in fresh],
                 )
         return had_log
+
+    # ---- reads that do not load a whole log ----------------------------------------
+
+    async def gone(self, run_id: str) -> str | None:
+        """FORGOTTEN or EXPIRED when only the run's tombstone is left, else None."""
+        async with self.engine.connect() as conn:
+            return await _gone(conn, run_id)
+
+    async def head(self, run_id: str) -> LogHead | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(run_logs).where(run_logs.c.run_id == run_id))).first()
+            if row is None:
+                return None
+            top = select(func.max(run_events.c.seq)).where(run_events.c.run_id == run_id)
+            highest = (await conn.execute(top)).scalar()
+        next_seq = -1 if highest is None else int(highest)
+        return LogHead(epoch=row.epoch, closed=row.closed_at is not None, next_seq=next_seq + 1)
+
+    async def page(self, run_id: str, from_seq: int, limit: int) -> SqlPage:
+        """Up to `limit` events from `from_seq`, and whether they end a closed log."""
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(run_events.c.seq, run_events.c.event, run_events.c.data)
+                    .where(run_events.c.run_id == run_id, run_events.c.seq >= from_seq)
+                    .order_by(run_events.c.seq)
+                    .limit(limit)
+                )
+            ).all()
+            query = select(run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
+            head = (await conn.execute(query)).first()
+            gone = await _gone(conn, run_id) if head is None else None
+        events = [StoredEvent(run_id, row.seq, row.event, bytes(row.data)) for row in rows]
+        closed = head is not None and head.closed_at is not None and len(events) < limit
+        return SqlPage(events, closed=closed or gone is not None, gone=gone)
+
+    async def stored_through(self, run_id: str, upto: int) -> int:
+        """How many of the run's events numbered `upto` or below are stored."""
+        async with self.engine.connect() as conn:
+            query = select(func.count()).where(
+                run_events.c.run_id == run_id, run_events.c.seq <= upto
+            )
+            return int((await conn.execute(query)).scalar() or 0)
+
+    # ---- retention -------------------------------------------------------------------
+
+    async def expire(self, ended_before: datetime, limit: int) -> list[str]:
+        """Delete the events and logs of up to `limit` runs that ended before
+        `ended_before`, leaving an EXPIRED tombstone; returns their ids. Replicas may
+        sweep at once: a log deleted by another is simply not returned here."""
+        now = codec.now_utc()
+        async with self.engine.begin() as conn:
+            due = (
+                select(run_logs.c.run_id)
+                .where(run_logs.c.closed_at.is_not(None), run_logs.c.closed_at < ended_before)
+                .order_by(run_logs.c.closed_at)
+                .limit(limit)
+            )
+            run_ids = list((await conn.execute(due)).scalars())
+            if not run_ids:
+                return []
+            deleted = await conn.execute(
+                delete(run_logs)
+                .where(run_logs.c.run_id.in_(run_ids))
+                .returning(run_logs.c.run_id, run_logs.c.closed_at)
+            )
+            ended = {row.run_id: row.closed_at for row in deleted.all()}
+            if not ended:
+                return []
+            await conn.execute(delete(run_events).where(run_events.c.run_id.in_(list(ended))))
+            await conn.execute(
+                self.dialect_insert(expired_runs).on_conflict_do_nothing(),
+                [{"run_id": r, "ended_at": at, "expired_at": now} for r, at in ended.items()],
+            )
+        return list(ended)
+
+
+async def _gone(conn: AsyncConnection, run_id: str) -> str | None:
+    forgotten = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id == run_id)
+    if (await conn.execute(forgotten)).first() is not None:
+        return FORGOTTEN
+    expired = select(expired_runs.c.run_id).where(expired_runs.c.run_id == run_id)
+    if (await conn.execute(expired)).first() is not None:
+        return EXPIRED
+    return None

@@ -74,6 +74,11 @@ class JournalStub:
                 request_serializer=waybill_dot_v1_dot_journal__pb2.ListRecordsRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_journal__pb2.ListRecordsResponse.FromString,
                 _registered_method=True)
+        self.GetStats = channel.unary_unary(
+                '/waybill.v1.Journal/GetStats',
+                request_serializer=waybill_dot_v1_dot_journal__pb2.JournalStatsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_journal__pb2.JournalStatsReply.FromString,
+                _registered_method=True)
 
 
 class JournalServicer:
@@ -112,7 +117,10 @@ class JournalServicer:
 
     def Subscribe(self, request, context):
         """Replay a run's events from `from_seq`, then follow live ones until the log
-        is closed. The last message has `end` set and carries no events.
+        is closed. The last message has `end` set and carries no events. Initial
+        metadata is sent as soon as the log is known to be readable. A run deleted
+        with its thread is NOT_FOUND; a run whose events the retention sweep deleted
+        is NOT_FOUND with trailing metadata `waybill-log-expired: 1`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -140,6 +148,15 @@ class JournalServicer:
 
     def ListRecords(self, request, context):
         """A run's records, filtered by type and paged (empty for an unknown run).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStats(self, request, context):
+        """Counters of what this journal process did (JSON object): events appended
+        and stored, subscriptions, live subscribers, subscriber overflows, Redis
+        errors, fallbacks and re-seeds, runs expired.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -187,6 +204,11 @@ def add_JournalServicer_to_server(servicer, server):
                     servicer.ListRecords,
                     request_deserializer=waybill_dot_v1_dot_journal__pb2.ListRecordsRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_journal__pb2.ListRecordsResponse.SerializeToString,
+            ),
+            'GetStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStats,
+                    request_deserializer=waybill_dot_v1_dot_journal__pb2.JournalStatsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_journal__pb2.JournalStatsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -405,6 +427,33 @@ class Journal:
             '/waybill.v1.Journal/ListRecords',
             waybill_dot_v1_dot_journal__pb2.ListRecordsRequest.SerializeToString,
             waybill_dot_v1_dot_journal__pb2.ListRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Journal/GetStats',
+            waybill_dot_v1_dot_journal__pb2.JournalStatsRequest.SerializeToString,
+            waybill_dot_v1_dot_journal__pb2.JournalStatsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,219 @@
+"""A run's live log in Redis: a hash of its numbering state and a stream of its
+events, changed only through the Lua scripts below (each runs atomically).
+
+Keys (the `{run_id}` hash tag keeps both on one Redis Cluster slot):
+    <prefix>:{<run_id>}:meta    next, epoch, closed, forgotten, token, first, last
+    <prefix>:{<run_id>}:events  entry `0-<seq+1>` = event <seq> (fields e, d);
+                                entry `1-0` = the end marker (field end)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from services.journal.store import StoredEvent
+
+END_ID = b"1-0"
+# Failures worth retrying or falling back from: Redis is unreachable or restarting.
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+# ARGV: epoch, token, then event name and data for each event.
+APPEND = """
+local meta, stream = KEYS[1], KEYS[2]
+local m = redis.call('HMGET', meta,
+  'next', 'epoch', 'closed', 'forgotten', 'token', 'first', 'last')
+if m[1] == false then return {'seed'} end
+if m[4] == '1' then return {'forgotten'} end
+local epoch = tonumber(ARGV[1])
+if m[2] and epoch < tonumber(m[2]) then return {'stale', m[2]} end
+if m[5] == ARGV[2] then return {'ok', m[6], m[7]} end
+if m[3] == '1' then return {'closed'} end
+local next_seq = tonumber(m[1])
+local first = next_seq
+for i = 3, #ARGV, 2 do
+  local id = '0-' .. string.format('%d', next_seq + 1)
+  redis.call('XADD', stream, id, 'e', ARGV[i], 'd', ARGV[i + 1])
+  next_seq = next_seq + 1
+end
+local last = next_seq - 1
+redis.call('HSET', meta, 'next', string.format('%d', next_seq), 'epoch', ARGV[1],
+  'token', ARGV[2], 'first', string.format('%d', first), 'last', string.format('%d', last))
+return {'ok', string.format('%d', first), string.format('%d', last)}
+"""
+
+# Start a run's numbering at ARGV[1] (epoch floor ARGV[2]) unless it has already
+# started; past whatever the stream still holds. Returns 1 when it started it.
+SEED = """
+local meta, stream = KEYS[1], KEYS[2]
+if redis.call('HEXISTS', meta, 'next') == 1 then return 0 end
+local next_seq = tonumber(ARGV[1])
+local closed = '0'
+local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+if #last > 0 then
+  if last[1][1] == '1-0' then
+    closed = '1'
+  else
+    local held = tonumber(string.match(last[1][1], '^0%-(%d+)$'))
+    if held and held > next_seq then next_seq = held end
+  end
+end
+redis.call('HSET', meta, 'next', string.format('%d', next_seq), 'closed', closed)
+if redis.call('HEXISTS', meta, 'epoch') == 0 then redis.call('HSET', meta, 'epoch', ARGV[2]) end
+return 1
+"""
+
+# ARGV: epoch, milliseconds to keep the keys. Refuses later appends, adds the end
+# marker, and lets both keys expire.
+CLOSE = """
+local meta, stream = KEYS[1], KEYS[2]
+local m = redis.call('HMGET', meta, 'epoch', 'forgotten')
+if m[2] == '1' then return 'forgotten' end
+if m[1] and tonumber(ARGV[1]) < tonumber(m[1]) then return 'stale' end
+redis.call('HSET', meta, 'closed', '1', 'epoch', ARGV[1])
+local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+if #last == 0 or last[1][1] ~= '1-0' then redis.call('XADD', stream, '1-0', 'end', 'closed') end
+redis.call('PEXPIRE', meta, ARGV[2])
+redis.call('PEXPIRE', stream, ARGV[2])
+return 'ok'
+"""
+
+# ARGV: milliseconds to keep the tombstone. Deletes the events, ends live readers.
+FORGET = """
+local meta, stream = KEYS[1], KEYS[2]
+redis.call('HSET', meta, 'forgotten', '1', 'closed', '1')
+redis.call('XTRIM', stream, 'MINID', '1-0')
+local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+if #last == 0 or last[1][1] ~= '1-0' then redis.call('XADD', stream, '1-0', 'end', 'forgotten') end
+redis.call('PEXPIRE', meta, ARGV[1])
+redis.call('PEXPIRE', stream, ARGV[1])
+return 'ok'
+"""
+
+
+def entry_id(seq: int) -> str:
+    return f"0-{seq + 1}"
+
+
+def seq_of(entry: bytes) -> int:
+    return int(entry.partition(b"-")[2]) - 1
+
+
+@dataclass(frozen=True)
+class Appended:
+    status: str  # ok | seed | stale | closed | forgotten
+    first: int = -1
+    last: int = -1
+    current_epoch: int = 0  # with `stale`
+
+
+@dataclass(frozen=True)
+class RedisPage:
+    known: bool  # Redis holds the run's numbering state
+    next_seq: int | None
+    closed: bool
+    forgotten: bool
+    events: list[StoredEvent]
+    ended: bool  # the end marker was read
+
+
+class RedisLog:
+    def __init__(self, url: str, prefix: str, block_seconds: float) -> None:
+        self.prefix = prefix
+        # Commands give up after a few seconds; blocking reads wait longer than they
+        # block. The hub decides about retries (an append's token makes them safe).
+        self.client = aioredis.Redis.from_url(
+            url, socket_connect_timeout=2, socket_timeout=5, retry=Retry(NoBackoff(), 0)
+        )
+        self.blocking = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=2,
+            socket_timeout=block_seconds + 5,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self.block_ms = max(1, int(block_seconds * 1000))
+        self._append = self.client.register_script(APPEND)
+        self._seed = self.client.register_script(SEED)
+        self._close = self.client.register_script(CLOSE)
+        self._forget = self.client.register_script(FORGET)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.blocking.aclose()
+
+    def keys(self, run_id: str) -> list[str]:
+        return [f"{self.prefix}:{{{run_id}}}:meta", f"{self.prefix}:{{{run_id}}}:events"]
+
+    async def append(
+        self, run_id: str, epoch: int, token: str, items: list[tuple[str, bytes]]
+    ) -> Appended:
+        args: list[Any] = [epoch, token]
+        for name, data in items:
+            args += [name, data]
+        reply = await self._append(keys=self.keys(run_id), args=args)
+        status = reply[0].decode()
+        if status == "ok":
+            return Appended(status, int(reply[1]), int(reply[2]))
+        if status == "stale":
+            return Appended(status, current_epoch=int(reply[1]))
+        return Appended(status)
+
+    async def seed(self, run_id: str, next_seq: int, epoch: int) -> bool:
+        return bool(await self._seed(keys=self.keys(run_id), args=[next_seq, epoch]))
+
+    async def close(self, run_id: str, epoch: int, keep_seconds: float) -> str:
+        reply = await self._close(keys=self.keys(run_id), args=[epoch, _ms(keep_seconds)])
+        return str(reply.decode() if isinstance(reply, bytes) else reply)
+
+    async def forget(self, run_id: str, keep_seconds: float) -> None:
+        await self._forget(keys=self.keys(run_id), args=[_ms(keep_seconds)])
+
+    async def delete(self, run_ids: list[str]) -> None:
+        if run_ids:
+            await self.client.delete(*[key for run_id in run_ids for key in self.keys(run_id)])
+
+    async def next_seq(self, run_id: str) -> int | None:
+        value = await self.client.hget(self.keys(run_id)[0], "next")
+        return None if value is None else int(value)
+
+    async def page(self, run_id: str, from_seq: int, limit: int) -> RedisPage:
+        meta, stream = self.keys(run_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(meta, ["next", "closed", "forgotten"])
+            pipe.xrange(stream, min=entry_id(from_seq), max="+", count=limit + 1)
+            (next_seq, closed, forgotten), entries = await pipe.execute()
+        events = [_event(run_id, entry, fields) for entry, fields in entries if entry != END_ID]
+        return RedisPage(
+            known=next_seq is not None or closed is not None,
+            next_seq=None if next_seq is None else int(next_seq),
+            closed=closed == b"1",
+            forgotten=forgotten == b"1",
+            events=events[:limit],
+            ended=any(entry == END_ID for entry, _ in entries) and len(events) <= limit,
+        )
+
+    async def read_live(
+        self, run_id: str, after: bytes, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Entries after `after`, waiting up to the block time for some to come."""
+        stream = self.keys(run_id)[1]
+        reply: Any = await self.blocking.xread({stream: after}, count=count, block=self.block_ms)
+        return [entry for _, entries in reply or [] for entry in entries]
+
+
+def event_of(run_id: str, entry: bytes, fields: dict[bytes, bytes]) -> StoredEvent:
+    return _event(run_id, entry, fields)
+
+
+def _event(run_id: str, entry: bytes, fields: dict[bytes, bytes]) -> StoredEvent:
+    return StoredEvent(run_id, seq_of(entry), fields[b"e"].decode(), fields[b"d"])
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))

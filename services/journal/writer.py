@@ -1,0 +1,134 @@
+"""The durable copy: numbered events written to SQL in batches, right behind the
+live path, with a per-run watermark that `Flush` waits on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from services.journal.stats import STATS
+from services.journal.store import JournalStore, StoredEvent
+
+log = logging.getLogger("waybill.journal")
+
+
+@dataclass
+class Durability:
+    """One run's write-behind bookkeeping in this process."""
+
+    epoch: int = 0  # for the run_logs row written with the first batch
+    head_stored: bool = False  # the run_logs row exists
+    first: int = -1  # the first sequence number this process was handed (0: all of them)
+    enqueued: int = -1  # highest sequence number handed to the writer
+    # Highest sequence number below which everything this process was handed is
+    # stored; numbers stored above it (a retried batch overtaken) wait in `above`.
+    durable: int = -1
+    above: set[int] = field(default_factory=set)
+    dropped: bool = False  # forgotten or expired: nothing more is stored
+
+    @property
+    def settled(self) -> bool:
+        return self.durable >= self.enqueued
+
+    def stored(self, seq: int) -> None:
+        if seq <= self.durable:
+            return
+        self.above.add(seq)
+        while self.durable + 1 in self.above:
+            self.durable += 1
+            self.above.discard(self.durable)
+
+
+class WriteBehind:
+    def __init__(self, store: JournalStore, batch_max: int, retry_seconds: float = 0.2) -> None:
+        self.store = store
+        self.batch_max = batch_max
+        self.retry_seconds = retry_seconds
+        self.runs: dict[str, Durability] = {}
+        self._pending: asyncio.Queue[StoredEvent] = asyncio.Queue()
+        self._durable = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._write_forever(), name="journal-writer")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def run(self, run_id: str) -> Durability:
+        durability = self.runs.get(run_id)
+        if durability is None:
+            durability = self.runs[run_id] = Durability()
+        return durability
+
+    def put(self, events: list[StoredEvent], epoch: int) -> None:
+        """Queue numbered events (of one run, in order) for the SQL write."""
+        if not events:
+            return
+        durability = self.run(events[0].run_id)
+        if durability.first < 0:
+            # Another replica may have stored the ones before (a takeover there).
+            durability.first = events[0].seq
+            durability.durable = max(durability.durable, events[0].seq - 1)
+        durability.epoch = max(durability.epoch, epoch)
+        durability.enqueued = max(durability.enqueued, events[-1].seq)
+        for event in events:
+            self._pending.put_nowait(event)
+
+    async def wait_durable(self, run_id: str) -> int:
+        """Wait until every event this process queued for the run is stored; returns
+        the run's watermark here (-1 when this process queued none)."""
+        durability = self.run(run_id)
+        async with self._durable:
+            await self._durable.wait_for(lambda: durability.dropped or durability.settled)
+        return durability.durable
+
+    async def drop(self, run_id: str) -> None:
+        """Store nothing more of this run (its log was deleted); release waiters."""
+        durability = self.run(run_id)
+        async with self._durable:
+            durability.dropped = True
+            self._durable.notify_all()
+
+    def release(self, run_id: str) -> None:
+        """Forget the run's bookkeeping once nothing of it is pending."""
+        durability = self.runs.get(run_id)
+        if durability is not None and (durability.dropped or durability.settled):
+            del self.runs[run_id]
+
+    async def _write_forever(self) -> None:
+        while True:
+            batch = [await self._pending.get()]
+            while len(batch) < self.batch_max and not self._pending.empty():
+                batch.append(self._pending.get_nowait())
+            batch = [event for event in batch if not self._dropped(event.run_id)]
+            if batch:
+                await self._write(batch)
+
+    def _dropped(self, run_id: str) -> bool:
+        durability = self.runs.get(run_id)
+        return durability is None or durability.dropped
+
+    async def _write(self, batch: list[StoredEvent]) -> None:
+        opened: dict[str, int] = {}
+        for event in batch:
+            durability = self.runs[event.run_id]
+            if not durability.head_stored:
+                opened[event.run_id] = durability.epoch
+        try:
+            await self.store.write(batch, opened)
+        except Exception:
+            log.exception("journal write failed for %d events; retrying", len(batch))
+            for event in batch:
+                self._pending.put_nowait(event)
+            await asyncio.sleep(self.retry_seconds)
+            return
+        STATS.events_stored += len(batch)
+        async with self._durable:
+            for run_id in opened:
+                self.runs[run_id].head_stored = True
+            for event in batch:
+                self.runs[event.run_id].stored(event.seq)
+            self._durable.notify_all()
