@@ -1,13 +1,13 @@
 """run_records: a run's typed records (LLM, tool, middleware, usage), apart from its frames
 
-Revision ID: 0003
+Revision ID: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
