@@ -18,6 +18,7 @@ import asyncio
 import multiprocessing
 import statistics
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -192,7 +193,10 @@ def fire_from_processes(
     ]
     for worker in workers:
         worker.start()
-    start_line.wait(timeout=STARTUP_SECONDS)
+    try:
+        start_line.wait(timeout=STARTUP_SECONDS)
+    except threading.BrokenBarrierError:  # a client failed before the start
+        raise BenchError(f"a client process failed: {results.get(timeout=5)}") from None
     before = probe()
     volleys = [results.get(timeout=FIRING_SECONDS) for _ in workers]
     stack_cpu = spent(before, probe())
