@@ -18,6 +18,7 @@ import asyncio
 import multiprocessing
 import statistics
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -192,12 +193,25 @@ def fire_from_processes(
     ]
     for worker in workers:
         worker.start()
-    start_line.wait(timeout=STARTUP_SECONDS)
+    try:
+        return collect(start_line, results, len(workers), probe)
+    finally:
+        for worker in workers:  # on failure too: the others still hold the start line
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.terminate()
+
+
+def collect(
+    start_line: Barrier, results: Queue[Any], clients: int, probe: CpuProbe
+) -> tuple[list[Volley], dict[str, float]]:
+    try:
+        start_line.wait(timeout=STARTUP_SECONDS)
+    except threading.BrokenBarrierError:  # a client failed before the start
+        raise BenchError(f"a client process failed: {results.get(timeout=5)}") from None
     before = probe()
-    volleys = [results.get(timeout=FIRING_SECONDS) for _ in workers]
+    volleys = [results.get(timeout=FIRING_SECONDS) for _ in range(clients)]
     stack_cpu = spent(before, probe())
-    for worker in workers:
-        worker.join()
     errors = [volley for volley in volleys if isinstance(volley, str)]
     if errors:
         raise BenchError(f"a client process failed: {errors[0]}")

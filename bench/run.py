@@ -240,8 +240,10 @@ def measure_admission(args: argparse.Namespace) -> dict[str, Any]:
         "client process(es), async httpx",
         flush=True,
     )
-    results = []
+    results, loads = [], {}
     for backend in args.backends:
+        # Others' work on the machine moves these figures most: say how busy it was.
+        before = os.getloadavg()[0]
         results.append(
             admission.measure(
                 backend,
@@ -251,9 +253,11 @@ def measure_admission(args: argparse.Namespace) -> dict[str, Any]:
                 args.drain_timeout,
             )
         )
-        print(f"{backend}: done, 1-min load average {os.getloadavg()[0]:.2f}", flush=True)
+        after = os.getloadavg()[0]
+        loads[backend] = {"before": round(before, 2), "after": round(after, 2)}
+        print(f"{backend}: 1-min load average {before:.2f} before, {after:.2f} after")
     print(f"\n{admission.table(results)}")
-    return {result.backend: result.as_dict() for result in results}
+    return {r.backend: {**r.as_dict(), "load_average_1m": loads[r.backend]} for r in results}
 
 
 def show(result: Latencies) -> dict[str, Any]:
