@@ -272,9 +272,10 @@ class AdmissionStore:
                         expires_at=key.expires_at,
                     )
                 )
-            leased = lease is not None and not thread_busy and _is_due(run)
-            if lease is not None and leased:
+            leased = False
+            if lease is not None and not thread_busy and _is_due(run):
                 await self._lease_admitted_run(conn, run, lease)
+                leased = True
             else:
                 await notify(conn, wake_payload())
             await self._stamp_thread(conn, thread, run, busy=leased)
