@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.usage import Price
@@ -47,6 +47,7 @@ class PrincipalSpec(BaseModel):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WAYBILL_", extra="ignore")
+    _yaml: dict[str, Any] | None = PrivateAttr(default=None)
 
     http_port: int = 8080
     http_host: str = "127.0.0.1"
@@ -144,6 +145,13 @@ class Settings(BaseSettings):
         return f"sqlite+aiosqlite:///{self.checkpointer_url()}"
 
     def yaml_config(self) -> dict[str, Any]:
+        """The YAML config, read once like the environment: runs ask for it on
+        hot paths (the models, a role's tools, the price table)."""
+        if self._yaml is None:
+            self._yaml = self._read_yaml()
+        return self._yaml
+
+    def _read_yaml(self) -> dict[str, Any]:
         if self.config is None:
             return {}
         loaded = yaml.safe_load(self.config.read_text()) or {}

@@ -118,6 +118,32 @@ def runner_stats(address: str) -> dict[str, int]:
     return dict(codec.loads(reply.json))
 
 
+SERVICE_ADDR_ENV = {
+    "admission": "WAYBILL_ADMISSION_ADDR",
+    "runner": "WAYBILL_RUNNER_ADDR",
+    "journal": "WAYBILL_JOURNAL_ADDR",
+    "delivery": "WAYBILL_DELIVERY_ADDR",
+}
+
+
+def start_second(stack: Stack, service: str) -> str:
+    """A second replica of `service` beside the stack's own; returns its gRPC address."""
+    address = f"127.0.0.1:{free_port()}"
+    name = f"{service}-2"
+    stack.start_one(name, f"services.{service}.server", {SERVICE_ADDR_ENV[service]: address})
+    wait_until(lambda: grpc_serving(address), f"{name} serving")
+    return address
+
+
+def start_second_gateway(stack: Stack, **env: str) -> str:
+    """A second gateway (dialling the services `env` names); returns its URL."""
+    port = str(free_port())
+    stack.start_one("gateway-2", "gateway.server", {**env, "WAYBILL_HTTP_PORT": port})
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http_ok(url), "gateway-2 answering")
+    return url
+
+
 @dataclass
 class TwoRunners:
     """A stack with a second runner process beside the first."""

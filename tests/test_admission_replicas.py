@@ -11,14 +11,13 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from common.launch import Stack, grpc_serving
+from common.launch import Stack
 from tests.stacks import (
-    free_port,
     fresh_postgres_database,
-    http_ok,
     running_stack,
     stack_env,
-    wait_until,
+    start_second,
+    start_second_gateway,
 )
 from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.test_runs import says
@@ -33,19 +32,8 @@ def second_gateway_url(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
         fresh_postgres_database() as url,
         running_stack(stack_env(tmp_path, url), tmp_path) as stack,
     ):
-        admission_2, http_port_2 = f"127.0.0.1:{free_port()}", str(free_port())
-        stack.start_one(
-            "admission-2", "services.admission.server", {"WAYBILL_ADMISSION_ADDR": admission_2}
-        )
-        wait_until(lambda: grpc_serving(admission_2), "admission-2 serving")
-        stack.start_one(
-            "gateway-2",
-            "gateway.server",
-            {"WAYBILL_ADMISSION_ADDR": admission_2, "WAYBILL_HTTP_PORT": http_port_2},
-        )
-        url_2 = f"http://127.0.0.1:{http_port_2}"
-        wait_until(lambda: http_ok(url_2), "gateway-2 answering")
-        yield stack, url_2
+        admission_2 = start_second(stack, "admission")
+        yield stack, start_second_gateway(stack, WAYBILL_ADMISSION_ADDR=admission_2)
 
 
 async def test_a_run_admitted_by_another_replica_starts(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,13 @@ async def test_numbering_survives_redis_losing_its_state(
     assert STATS.redis_seeds >= 2  # the run's first append, and the re-seed
 
 
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait for something another task does (the test times out if it never happens)."""
+    async with asyncio.timeout(seconds):
+        while not condition():  # noqa: ASYNC110 - the state lives in another object
+            await asyncio.sleep(0.01)
+
+
 async def test_a_slow_subscriber_on_redis_is_counted_and_misses_nothing(
     replicas: tuple[RedisJournalHub, RedisJournalHub],
 ) -> None:
@@ -170,13 +177,19 @@ async def test_a_slow_subscriber_on_redis_is_counted_and_misses_nothing(
     await one.append(run_id, 1, [("metadata", b"{}")])
     stream = two.subscribe(run_id, from_seq=0, live_only=False)
     assert [e.seq for e in await anext(stream) or []] == [0]
+    # Caught up, the reader attaches its live buffer and waits for the next event...
+    first_live = asyncio.create_task(anext(stream))
+    await until(lambda: bool(getattr(two.followers.runs.get(run_id), "subscribers", None)))
+    await one.append(run_id, 1, [("values", b"1")])
+    assert [e.seq for e in await first_live or []] == [1]
+    # ...then stops reading while 199 more arrive: its 16-event buffer overflows.
     before = STATS.subscriber_overflows
-    for i in range(1, 201):
+    for i in range(2, 201):
         await one.append(run_id, 1, [("values", str(i).encode())])
-    await asyncio.sleep(0.2)  # the follower on replica two has offered them all
+    await until(lambda: STATS.subscriber_overflows > before)  # as the follower reads Redis
     await one.close(run_id, 1)
     rest = await collect(stream)
-    assert [e.seq for e in rest] == list(range(1, 201))
+    assert [e.seq for e in rest] == list(range(2, 201))
     assert STATS.subscriber_overflows >= before + 1
 
 

@@ -21,15 +21,16 @@ import pytest
 import redis
 
 from common import codec
-from common.launch import Stack, grpc_serving
+from common.launch import Stack
 from tests.stacks import (
     SHARED_REDIS,
     drop_redis_keys,
     free_port,
     fresh_postgres_database,
-    http_ok,
     running_stack,
     stack_env,
+    start_second,
+    start_second_gateway,
     wait_until,
 )
 from tests.test_streaming import parse_sse
@@ -73,18 +74,8 @@ def replicas_on(tmp_path: Path, redis_url: str, **extra: str) -> Iterator[Replic
         }
         env = stack_env(tmp_path, database_url, **settings)
         with running_stack(env, tmp_path) as stack:
-            journal_b, port_b = f"127.0.0.1:{free_port()}", str(free_port())
-            stack.start_one(
-                "journal-2", "services.journal.server", {"WAYBILL_JOURNAL_ADDR": journal_b}
-            )
-            wait_until(lambda: grpc_serving(journal_b), "journal-2 serving")
-            stack.start_one(
-                "gateway-2",
-                "gateway.server",
-                {"WAYBILL_JOURNAL_ADDR": journal_b, "WAYBILL_HTTP_PORT": port_b},
-            )
-            gateway_b = f"http://127.0.0.1:{port_b}"
-            wait_until(lambda: http_ok(gateway_b), "gateway-2 answering")
+            journal_b = start_second(stack, "journal")
+            gateway_b = start_second_gateway(stack, WAYBILL_JOURNAL_ADDR=journal_b)
             try:
                 yield Replicas(stack, gateway_b, journal_b, database_url, redis_url, prefix)
             finally:

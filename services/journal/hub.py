@@ -59,7 +59,7 @@ import grpc
 from common.errors import ServiceError, busy, not_found
 from services.journal.stats import STATS
 from services.journal.store import EXPIRED, FORGOTTEN, JournalStore, StoredEvent
-from services.journal.subscriber import END, Follow, Page, Subscriber, follow
+from services.journal.subscriber import END, Follow, Page, Subscriber, subscription
 from services.journal.writer import WriteBehind
 
 __all__ = ["END", "HubConfig", "JournalHub", "LogExpired", "gone_error"]
@@ -263,15 +263,11 @@ class JournalHub:
         if run_log.gone is not None:
             raise gone_error(run_id, run_log.gone, self.config.retention_seconds)
 
-    async def subscribe(
+    def subscribe(
         self, run_id: str, from_seq: int, live_only: bool
     ) -> AsyncIterator[list[StoredEvent] | None]:
         """Yield batches of events from `from_seq`, then live ones, then END once closed."""
-        await self.readable(run_id)
-        STATS.subscriptions += 1
-        start = None if live_only else from_seq
-        async for batch in follow(self, run_id, start, self.config.following()):
-            yield batch
+        return subscription(self, run_id, from_seq, live_only, self.config.following())
 
     # LogSource: what `follow` reads and attaches to.
 

@@ -22,7 +22,7 @@ from services.journal.hub import HubConfig, gone_error
 from services.journal.redis_log import UNREACHABLE, Appended, RedisLog
 from services.journal.stats import STATS
 from services.journal.store import JournalStore, StoredEvent
-from services.journal.subscriber import Page, Subscriber, follow
+from services.journal.subscriber import Page, Subscriber, subscription
 from services.journal.writer import WriteBehind
 
 log = logging.getLogger("waybill.journal")
@@ -269,14 +269,11 @@ class RedisJournalHub:
         if gone is not None:
             raise gone_error(run_id, gone, self.config.retention_seconds)
 
-    async def subscribe(
+    def subscribe(
         self, run_id: str, from_seq: int, live_only: bool
     ) -> AsyncIterator[list[StoredEvent] | None]:
-        await self.readable(run_id)
-        STATS.subscriptions += 1
-        start = None if live_only else from_seq
-        async for batch in follow(self, run_id, start, self.config.following()):
-            yield batch
+        """Yield batches of events from `from_seq`, then live ones, then END once closed."""
+        return subscription(self, run_id, from_seq, live_only, self.config.following())
 
     # LogSource: what `follow` reads and attaches to.
 

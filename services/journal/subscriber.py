@@ -79,6 +79,10 @@ class LogSource(Protocol):
     """A run's log as a subscription sees it: readable from any sequence number,
     and followable live."""
 
+    async def readable(self, run_id: str) -> None:
+        """Raise NOT_FOUND (deleted) or LogExpired when the run's log is gone."""
+        ...
+
     async def read(self, run_id: str, from_seq: int, limit: int) -> Page: ...
 
     async def head(self, run_id: str) -> int:
@@ -95,6 +99,17 @@ class Follow:
     capacity: int  # the live buffer's bound
     batch_max: int  # events per yielded batch at most
     poll_seconds: float  # how often to re-read the log while the live path is down
+
+
+async def subscription(
+    source: LogSource, run_id: str, from_seq: int, live_only: bool, how: Follow
+) -> AsyncIterator[list[StoredEvent] | None]:
+    """A `Subscribe`, whichever hub serves it: refused when the log is gone,
+    else batches from `from_seq` (or only new ones), then END once closed."""
+    await source.readable(run_id)
+    STATS.subscriptions += 1
+    async for batch in follow(source, run_id, None if live_only else from_seq, how):
+        yield batch
 
 
 async def follow(
