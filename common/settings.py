@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
     journal_batch_max: int = 512
+    # A run's typed records (LLM/tool lifecycle, usage) wait this long to be sent
+    # in one batch, off the path of the run's first token; the run's end sends at once.
+    record_linger_seconds: float = 0.05
     # ---- journal: live fan-out, replay, retention (see services/journal/hub.py) ----
     # Events a live subscriber may have waiting; past that it is counted as an
     # overflow and catches up from the log instead, so it never slows anyone.

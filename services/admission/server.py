@@ -226,12 +226,14 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         """Store a checked run; claim it for a free runner here at once when it may start."""
         runner = self.pool.reserve_slot(run.run_id)
         lease = Lease(runner.runner_id, self.pool.lease_seconds) if runner else None
+        claimed = False
         try:
             await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key)
+            claimed = runner is not None and run.lease_owner is not None
         finally:
-            if runner is not None and run.lease_owner is None:
+            if runner is not None and not claimed:
                 self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
-        if runner is not None and run.lease_owner is not None:
+        if claimed and runner is not None:
             self.pool.assign(runner, run, start_now=True)
         # Waiting runs need a claim; a leased one needs the loop's expiry timer; a
         # delayed one needs the loop's start timer.

@@ -260,6 +260,10 @@ class AdmissionStore:
                 displaced = await self._cancel_active_runs(
                     conn, run.thread_id, run.multitask_strategy
                 )
+            leased = False
+            if lease is not None and not thread_busy and _is_due(run):
+                _lease_on_admit(run, lease)
+                leased = True
             await conn.execute(insert(runs).values(**_run_values(run)))
             if key is not None:  # a concurrent twin with the same key fails here
                 await conn.execute(
@@ -272,11 +276,7 @@ class AdmissionStore:
                         expires_at=key.expires_at,
                     )
                 )
-            leased = False
-            if lease is not None and not thread_busy and _is_due(run):
-                await self._lease_admitted_run(conn, run, lease)
-                leased = True
-            else:
+            if not leased:
                 await notify(conn, wake_payload())
             await self._stamp_thread(conn, thread, run, busy=leased)
         run.displaced = displaced
@@ -308,32 +308,6 @@ class AdmissionStore:
         await conn.execute(
             update(threads).where(threads.c.thread_id == run.thread_id).values(**values)
         )
-
-    async def _lease_admitted_run(
-        self, conn: AsyncConnection, run: RunRecord, lease: Lease
-    ) -> None:
-        """Claim a just-inserted run whose thread is free: pending -> running, epoch 1.
-        (The caller marks the thread busy in its own write to the thread.)"""
-        now = codec.now_utc()
-        expires = now + timedelta(seconds=lease.seconds)
-        await conn.execute(
-            update(runs)
-            .where(
-                runs.c.run_id == run.run_id,
-                runs.c.epoch == 0,
-                runs.c.status.in_(allowed_sources("running")),
-            )
-            .values(
-                status="running",
-                epoch=1,
-                attempt=1,
-                lease_owner=lease.runner_id,
-                lease_expires_at=expires,
-                updated_at=now,
-            )
-        )
-        run.status, run.epoch, run.attempt, run.updated_at = "running", 1, 1, now
-        run.lease_owner, run.lease_expires_at = lease.runner_id, expires
 
     async def _cancel_active_runs(
         self, conn: AsyncConnection, thread_id: str, action: str
@@ -713,6 +687,18 @@ class RunEnd:
 def _is_due(run: RunRecord) -> bool:
     """False for a run created with `after_seconds` whose delay has not passed."""
     return run.created_at <= codec.now_utc()
+
+
+def _lease_on_admit(run: RunRecord, lease: Lease) -> None:
+    """Claim a run about to be inserted, whose thread is free: pending -> running,
+    epoch 1, so the insert itself stores the claim. (The caller marks the thread
+    busy in its own write to the thread.)"""
+    if run.status not in allowed_sources("running") or run.epoch != 0:
+        raise ValueError(f"run {run.run_id} cannot be claimed from {run.status}")
+    now = codec.now_utc()
+    run.status, run.epoch, run.attempt, run.updated_at = "running", 1, 1, now
+    run.lease_owner = lease.runner_id
+    run.lease_expires_at = now + timedelta(seconds=lease.seconds)
 
 
 def _run_values(run: RunRecord) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class Peers:
 class RunLimits:
     lease_seconds: float
     run_timeout_seconds: float
+    record_linger_seconds: float = 0.0
 
 
 @dataclass
@@ -243,6 +244,7 @@ class RunExecution:
                 self.run.epoch,
                 self.fence,
                 self.peers.rpc_timeout,
+                self.limits.record_linger_seconds,
             )
         )
         checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)

@@ -5,11 +5,17 @@ Unlike the frames' `JournalSink`, it may be fed from any thread (a sync node's
 callbacks run in a worker thread) and it never raises where it is fed (inside a
 LangChain callback an error would be swallowed): a failed append is raised by
 `drain`, which the run awaits before it reports its end.
+
+Records are for audit, not for the live stream, so a batch lingers a moment
+(`linger_seconds`) before it is sent: the run's first model call then costs no
+RPC on the way to its first token, and a busy run sends a few large batches
+instead of one call per callback. `drain` sends at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
@@ -26,12 +32,15 @@ class RecordSink:
         epoch: int,
         fence: RunFence,
         timeout: float = 30.0,
+        linger_seconds: float = 0.0,
     ) -> None:
         self.journal = journal
         self.run_id = run_id
         self.epoch = epoch
         self.fence = fence
         self.timeout = timeout
+        self.linger_seconds = linger_seconds
+        self._send_now = asyncio.Event()  # set by `drain`: stop lingering
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._buffer: list[journal_pb2.RunRecord] = []
@@ -62,6 +71,9 @@ class RecordSink:
             self._failure = error
 
     async def _send_all(self) -> None:
+        if self.linger_seconds > 0 and not self._send_now.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._send_now.wait(), self.linger_seconds)
         while self._buffer:
             batch, self._buffer = self._buffer, []
             self.fence.check("journal records")
@@ -74,6 +86,7 @@ class RecordSink:
 
     async def drain(self) -> None:
         """Wait until every emitted record is stored (raises if an append failed)."""
+        self._send_now.set()
         await asyncio.sleep(0)  # let records handed over by other threads arrive
         while self._pump is not None:
             if not self._pump.done():

@@ -263,7 +263,11 @@ async def main() -> None:
             connect_peers(settings),
             store,
             slots=settings.runner_slots,
-            limits=RunLimits(settings.lease_seconds, settings.run_timeout_seconds),
+            limits=RunLimits(
+                settings.lease_seconds,
+                settings.run_timeout_seconds,
+                settings.record_linger_seconds,
+            ),
             renew_every=settings.renew_every,
             reconnect_seconds=settings.reconnect_seconds,
         )
