@@ -7,6 +7,8 @@ scripted model streams `/tokens N` without sleeping, so what is measured is
 Waybill's own per-event cost.
 cancel: a run inside a slow tool is cancelled; time until it is `interrupted`.
 takeover: the runner executing a run is killed; time until another resumes it.
+concurrent: N token streams at once, aggregate events/s, in-process and gateway.
+idle: resident memory of every stack process with N idle streams open.
 admission: background runs created per second at a fixed concurrency, on fresh
 threads, embedded and Postgres; p50/p99 of `POST /threads/{tid}/runs`.
 Every figure of streaming, cancel and takeover is a median over the repetitions.
@@ -28,7 +30,15 @@ from typing import Any
 
 import httpx
 
-from bench import admission, cancel, in_process, takeover, through_gateway
+from bench import (
+    admission,
+    cancel,
+    concurrent,
+    idle_streams,
+    in_process,
+    takeover,
+    through_gateway,
+)
 from bench.cpu import CpuProbe, spent_per_run, stack_probe, this_process_probe
 from bench.report import (
     Latencies,
@@ -45,7 +55,7 @@ from tests.stacks import running_stack, stack_env
 
 TimeRun = Callable[[int], RunTiming]
 
-MEASUREMENTS = ("streaming", "cancel", "takeover", "admission")
+MEASUREMENTS = ("streaming", "concurrent", "idle", "cancel", "takeover", "admission")
 
 
 def measurement_names(text: str) -> list[str]:
@@ -81,6 +91,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--small-tokens", type=int, default=10, help="tokens of the short latency run"
     )
     parser.add_argument("--repetitions", type=int, default=5, help="measured runs per size")
+    parser.add_argument(
+        "--concurrent-streams", type=int, default=10, help="streams at once (concurrent)"
+    )
+    parser.add_argument(
+        "--concurrent-tokens", type=int, default=500, help="tokens of each concurrent stream"
+    )
+    parser.add_argument(
+        "--idle-streams", type=int, default=1000, help="idle streams held open (idle)"
+    )
+    parser.add_argument(
+        "--idle-runs", type=int, default=10, help="quiet runs the idle streams follow"
+    )
     parser.add_argument(
         "--warmups", type=int, default=1, help="unmeasured runs first (per size; per cancel kind)"
     )
@@ -207,6 +229,34 @@ def measure_streaming(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def measure_concurrent(args: argparse.Namespace) -> dict[str, Any]:
+    print(
+        f"\n== concurrent: {args.concurrent_streams} streams of {args.concurrent_tokens} tokens "
+        f"at once; median of {args.repetitions} bursts after {args.warmups} warm-up(s)",
+        flush=True,
+    )
+    document = concurrent.measure(
+        args.concurrent_streams,
+        args.concurrent_tokens,
+        args.repetitions,
+        args.warmups,
+        args.run_timeout,
+    )
+    print(f"\n{concurrent.table(document)}")
+    return document
+
+
+def measure_idle(args: argparse.Namespace) -> dict[str, Any]:
+    print(
+        f"\n== idle: {args.idle_streams:,} streams joined to {args.idle_runs} runs waiting "
+        "in a tool, embedded stack; resident memory of each process",
+        flush=True,
+    )
+    document = idle_streams.measure(args.idle_streams, args.idle_runs)
+    print(f"\n{idle_streams.table(document)}")
+    return document
+
+
 def measure_cancel(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"\n== cancel: a run inside a {cancel.TOOL_SECONDS} s `wait` tool, embedded stack; "
@@ -281,6 +331,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     if "streaming" in args.only:  # top-level keys, as in the JSON of earlier runs
         document.update(measure_streaming(args))
+    if "concurrent" in args.only:
+        document["concurrent"] = measure_concurrent(args)
+    if "idle" in args.only:
+        document["idle_streams"] = measure_idle(args)
     if "cancel" in args.only:
         document["cancel"] = measure_cancel(args)
     if "takeover" in args.only:
