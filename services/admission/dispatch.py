@@ -25,6 +25,7 @@ from waybill.v1 import admission_pb2
 log = logging.getLogger("waybill.admission.dispatch")
 
 Outbox = asyncio.Queue[admission_pb2.WorkAssignment | None]
+BUSY = -1.0  # the dispatch loop is in a pass (see RunnerPool._sleeping_until)
 
 
 @dataclass
@@ -46,6 +47,9 @@ class RunnerPool:
         self.max_attempts = max_attempts
         self.runners: dict[str, RunnerConnection] = {}
         self._wake = asyncio.Event()
+        # When the sleeping loop wakes by itself (event-loop time); None: it sleeps
+        # until woken; BUSY: it is in a pass and has not chosen its timer yet.
+        self._sleeping_until: float | None = BUSY
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -59,6 +63,15 @@ class RunnerPool:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def leased_at_admit(self) -> None:
+        """A run was claimed as it was admitted. Nothing new is claimable, and its
+        lease expires after every lease the loop already waits for, so the loop is
+        woken only when it has no timer to wake it before that expiry."""
+        until = self._sleeping_until
+        expiry = asyncio.get_running_loop().time() + self.lease_seconds
+        if until is None or until == BUSY or until > expiry:
+            self.wake()
 
     # ---- runner connections ----------------------------------------------------
 
@@ -146,8 +159,11 @@ class RunnerPool:
             except Exception:
                 log.exception("dispatch pass failed; retrying shortly")
                 timeout = 0.5
+            now = asyncio.get_running_loop().time()
+            self._sleeping_until = None if timeout is None else now + timeout
             with contextlib.suppress(TimeoutError):  # a lease expired or a run is due
                 await asyncio.wait_for(self._wake.wait(), timeout)
+            self._sleeping_until = BUSY
             self._wake.clear()
 
     async def _seconds_to_next_timer(self) -> float | None:

@@ -235,9 +235,9 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
                 self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
         if claimed and runner is not None:
             self.pool.assign(runner, run, start_now=True)
-        # Waiting runs need a claim; a leased one needs the loop's expiry timer; a
-        # delayed one needs the loop's start timer.
-        self.pool.wake()
+            self.pool.leased_at_admit()  # its lease may need the loop's expiry timer
+        else:
+            self.pool.wake()  # a waiting run needs a claim; a delayed one, the start timer
         for run_id, action in run.displaced:  # interrupt / rollback strategies
             self.pool.send_cancel(run_id, action)
 
