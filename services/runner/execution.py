@@ -265,13 +265,16 @@ class RunExecution:
             await self._answer_dangling_tool_calls(graph)
         if outcome.error is not None:
             self.sink.emit(*error_event(outcome.error))
+        # The end, in the order that makes it provable: journal flushed -> receipt ->
+        # terminal status -> journal closed. Reads and records that no step waits
+        # for go beside the step before them.
         self.fence.check("journal flush")
-        await self.sink.flush()
-        snapshot = await graph.aget_state(thread_config(self.run.thread_id))
-        self._record_the_end(outcome, snapshot)  # sent while the receipt is written
-        await self._write_receipt(outcome, snapshot)
-        if self.run_journal is not None:
-            await self.run_journal.sink.drain()  # every record stored before the run ends
+        snapshot, _ = await asyncio.gather(
+            graph.aget_state(thread_config(self.run.thread_id)), self.sink.flush()
+        )
+        self._record_the_end(outcome, snapshot)
+        # Every record is stored before the run ends, while the receipt is written.
+        await asyncio.gather(self._write_receipt(outcome, snapshot), self._drain_records())
         if await self._report(outcome, snapshot, rolled_back):
             self.fence.check("journal close")
             await self.sink.close()
@@ -397,6 +400,10 @@ class RunExecution:
         status = codec.RUN_STATUS_NAMES.get(outcome.status, "error")
         sink.emit("delivery", delivery_record(status, outcome.stop_reason, snapshot))
         sink.emit("usage", summarize(self._token_counts()))
+
+    async def _drain_records(self) -> None:
+        if self.run_journal is not None:
+            await self.run_journal.sink.drain()
 
     def _token_counts(self) -> list[TokenCount]:
         if self.run_journal is None:
