@@ -41,6 +41,7 @@ from services.admission.tables import idempotency_keys, runs, threads
 from services.admission.thread_queries import (
     ThreadQuery,
     filters,
+    has_active_run,
     install_sqlite_json_contains,
     ordering,
     thread_columns,
@@ -137,6 +138,17 @@ class AdmissionStore:
             query = query.with_for_update(of=threads)
         row = (await conn.execute(query)).first()
         return _thread(row) if row else None
+
+    async def _thread_to_admit_on(
+        self, conn: AsyncConnection, thread_id: str
+    ) -> tuple[ThreadRecord | None, bool]:
+        """The thread, locked, and whether it has an active run: one statement."""
+        columns = [*thread_columns(), has_active_run().label("has_active_run")]
+        query = select(*columns).where(threads.c.thread_id == thread_id)
+        if self.is_postgres:
+            query = query.with_for_update(of=threads)
+        row = (await conn.execute(query)).first()
+        return (_thread(row), bool(row.has_active_run)) if row else (None, False)
 
     async def _owned_thread(
         self, conn: AsyncConnection, thread_id: str, owner: str | None, lock: bool = False
@@ -242,14 +254,13 @@ class AdmissionStore:
         one commit instead of two on the way to the first token.
         """
         async with self._thread_locks[run.thread_id], self.engine.begin() as conn:
-            thread = await self._get_thread(conn, run.thread_id, lock=True)
+            thread, thread_busy = await self._thread_to_admit_on(conn, run.thread_id)
             if thread is not None and not thread.visible_to(owner):
                 raise not_found(f"Thread {run.thread_id} not found.")
             if thread is None and if_not_exists != "create":
                 raise not_found(f"Thread {run.thread_id} not found.")
             if thread is not None:
                 run.owner_id = thread.owner_id  # a run belongs to its thread's owner
-            thread_busy = thread is not None and await self._has_active_run(conn, run.thread_id)
             if run.multitask_strategy == "reject" and thread_busy:
                 raise busy(
                     f"Thread {run.thread_id} already has an active run; "

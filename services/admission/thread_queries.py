@@ -50,12 +50,16 @@ class ThreadQuery:
     sort_order: str = "desc"
 
 
-def live_status() -> ColumnElement[Any]:
-    """The thread's status as clients see it (see the module's docstring)."""
-    active = exists().where(
+def has_active_run() -> ColumnElement[bool]:
+    """Whether the thread has a run pending or running."""
+    return exists().where(
         runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(ACTIVE_STATUSES)
     )
-    return case((active, "busy"), else_=threads.c.status)
+
+
+def live_status() -> ColumnElement[Any]:
+    """The thread's status as clients see it (see the module's docstring)."""
+    return case((has_active_run(), "busy"), else_=threads.c.status)
 
 
 def thread_columns() -> list[KeyedColumnElement[Any]]:
