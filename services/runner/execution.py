@@ -47,6 +47,7 @@ from waybill.v1 import (
 
 log = logging.getLogger("waybill.runner")
 
+TURN_EVERY_SECONDS = 0.0005  # how long a burst of frames may hold the event loop
 CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call finished."
 
 
@@ -307,13 +308,18 @@ class RunExecution:
         return graph_input(self.kwargs)
 
     async def _drive_graph(self, graph: Pregel) -> Outcome:
+        loop = asyncio.get_running_loop()
+        turn_due = 0.0  # the first frame goes out at once
         try:
             async for frames in self._frames(graph):
                 for name, payload in frames:
                     self.sink.emit(name, payload)
                 # A graph that streams without awaiting anything (a fast model)
-                # would starve the journal sink; give it a turn after each chunk.
-                await asyncio.sleep(0)
+                # would starve the journal sink: give the loop a turn now and then,
+                # not after every chunk, so that a burst goes out in a few batches.
+                if loop.time() >= turn_due:
+                    await asyncio.sleep(0)
+                    turn_due = loop.time() + TURN_EVERY_SECONDS
         except StaleEpochError:
             raise
         except Exception as error:  # the graph's failure ends the run, not the runner
