@@ -15,6 +15,7 @@ class RunnerStats:
     models_built: int = 0
     stale_writes_refused: int = 0  # every write a fenced run attempted, checkpoints included
     stale_checkpoint_writes_refused: int = 0
+    receipts_requested: int = 0  # WriteReceipt calls made (tests time faults by it)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
