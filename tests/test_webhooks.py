@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from langgraph_sdk import get_client
@@ -22,12 +23,14 @@ from services.delivery.signing import verify
 from tests.stacks import (
     free_port,
     fresh_postgres_database,
+    runner_stats,
     running_stack,
     stack_env,
     wait_until,
 )
 from tests.test_runs import says
 from tests.webhook_receiver import WebhookReceiver
+from waybill.v1 import delivery_pb2, delivery_pb2_grpc
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -262,3 +265,80 @@ async def test_killed_mid_backoff_the_delivery_service_delivers_after_restart(
     assert hits[0].headers["idempotency-key"] == done["delivery_id"]
     assert hits[0].headers["x-waybill-attempt-id"] == done["attempts"][-1]["attempt_id"]
     assert len(done["attempts"]) >= 2
+
+
+def stored_receipt(address: str, run_id: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            delivery_pb2_grpc.DeliveryStub(channel).GetReceipt(
+                delivery_pb2.GetReceiptRequest(run_id=run_id), timeout=5
+            )
+        except grpc.RpcError:
+            return False
+    return True
+
+
+async def test_a_webhook_its_runner_never_confirmed_is_released_by_delivery(
+    hooks_stack: Stack, sdk: LangGraphClient, raw: httpx.AsyncClient, receiver: WebhookReceiver
+) -> None:
+    """Receipt written, status accepted, then delivery dies before the runner can
+    confirm: the restarted delivery asks admission how the run ended and sends."""
+    receiver.start()
+    thread = (await sdk.threads.create())["thread_id"]
+    slow = says('/tool wait {"seconds": 1}')
+    run_id = (await sdk.runs.create(thread, "lead_agent", input=slow, webhook=receiver.url))[
+        "run_id"
+    ]
+
+    async def in_the_tool() -> bool:
+        found = (await raw.get(f"/threads/{thread}/runs/{run_id}/events?type=tool_start")).json()
+        return bool(found)
+
+    await until(in_the_tool, "the slow tool to start")
+    admission, delivery = hooks_stack.processes["admission"], hooks_stack.processes["delivery"]
+    runner_address = hooks_stack.address_of("runner")
+    failed_before = runner_stats(runner_address)["confirmations_failed"]
+    admission.send_signal(signal.SIGSTOP)  # the runner's status report waits here
+    try:
+        address = hooks_stack.address_of("delivery")
+        await until(lambda: asyncio.to_thread(stored_receipt, address, run_id), "the receipt")
+        delivery.send_signal(signal.SIGSTOP)  # and now its confirmation will wait here
+    finally:
+        admission.send_signal(signal.SIGCONT)
+    assert (await sdk.runs.get(thread, run_id))["status"] in ("running", "success")
+
+    async def succeeded() -> bool:
+        return (await sdk.runs.get(thread, run_id))["status"] == "success"
+
+    await until(succeeded, "the status to be accepted")
+    delivery.send_signal(signal.SIGKILL)  # the confirmation in flight fails
+    delivery.wait()
+
+    async def confirmation_failed() -> bool:
+        return runner_stats(runner_address)["confirmations_failed"] > failed_before
+
+    await until(confirmation_failed, "the runner's confirmation to fail")
+    assert receiver.snapshot() == []
+    hooks_stack.start_one("delivery")
+    wait_until(lambda: grpc_serving(address), "delivery serving again")
+    [done] = await until(lambda: _delivered_list(raw, thread, run_id), "the held webhook sent")
+    assert done["epoch"] == 1
+    [hit] = receiver.snapshot()
+    assert json.loads(hit.body)["status"] == "success"
+
+
+async def test_a_run_cancelled_before_it_started_still_calls_its_webhook(
+    sdk: LangGraphClient, raw: httpx.AsyncClient, receiver: WebhookReceiver
+) -> None:
+    receiver.start()
+    thread = (await sdk.threads.create())["thread_id"]
+    first = await sdk.runs.create(thread, "lead_agent", input=says('/tool wait {"seconds": 1}'))
+    queued = await sdk.runs.create(thread, "lead_agent", input=says("later"), webhook=receiver.url)
+    await sdk.runs.cancel(thread, queued["run_id"])
+    await sdk.runs.join(thread, first["run_id"])
+    await sdk.runs.join(thread, queued["run_id"])
+    [done] = await until(lambda: _delivered_list(raw, thread, queued["run_id"]), "the webhook")
+    [hit] = receiver.snapshot()
+    body = json.loads(hit.body)
+    assert body["run_id"] == queued["run_id"] and body["status"] == "interrupted"
+    assert done["source"] == "run"

@@ -233,12 +233,41 @@ class RunExecution:
             STATS.runs_cancelled_before_start += 1
             log.info("run %s was cancelled before it started", self.run.run_id)
             await sink.close()
+            await self._receipt_of_unstarted(common_pb2.RUN_STATUS_INTERRUPTED, None)
         elif reason == "exhausted":
             log.warning("run %s: out of attempts", self.run.run_id)
             message = f"the run was taken over {self.run.attempt - 1} times and gave up"
-            sink.emit(*error_event(RunAttemptsExhausted(message)))
+            failure = RunAttemptsExhausted(message)
+            sink.emit(*error_event(failure))
             await sink.flush()
             await sink.close()
+            await self._receipt_of_unstarted(common_pb2.RUN_STATUS_ERROR, failure)
+
+    async def _receipt_of_unstarted(
+        self, status: common_pb2.RunStatus, error: BaseException | None
+    ) -> None:
+        """Admission ended the run already; its receipt still tells its webhooks."""
+        try:
+            await self.peers.delivery.WriteReceipt(
+                delivery_pb2.WriteReceiptRequest(
+                    run_id=self.run.run_id,
+                    thread_id=self.run.thread_id,
+                    epoch=self.run.epoch,
+                    outcome=status,
+                    final_output_json=b"null",
+                    error=common_pb2.RunError(
+                        error=type(error).__name__ if error else "",
+                        message=str(error) if error else "",
+                    ),
+                    assistant_id=self.run.assistant_id,
+                    webhook=str(self.kwargs.get("webhook") or ""),
+                ),
+                timeout=self.peers.rpc_timeout,
+            )
+        except Exception as failure:  # the run has ended either way
+            log.warning("run %s: no receipt for the unstarted run (%s)", self.run.run_id, failure)
+            return
+        await self._confirm_finished()
 
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
@@ -409,6 +438,7 @@ class RunExecution:
                 timeout=self.peers.rpc_timeout,
             )
         except Exception as error:  # the outbox settles held webhooks on its own
+            STATS.confirmations_failed += 1
             log.warning("run %s: webhooks not confirmed (%s)", self.run.run_id, error)
 
     # ---- the end -----------------------------------------------------------------
