@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from typing import Any
 
+import grpc
 import httpx
+import pytest
 from langgraph_sdk.client import LangGraphClient
 
+from common.launch import Stack
 from tests.test_runs import says
+from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
 
 def tools(*steps: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -193,3 +198,37 @@ async def test_uploads_refuse_names_with_folders(
     unknown = "00000000-0000-4000-8000-000000000000"
     assert (await http.get(f"/threads/{unknown}/outputs")).status_code == 404
     assert (await http.get(f"/threads/{thread}/runs/{unknown}/receipt")).status_code == 404
+
+
+def test_one_receipt_per_epoch_and_a_stale_epoch_is_refused(stack: Stack) -> None:
+    """Straight at the delivery service: the contract the runner relies on."""
+    run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
+    with grpc.insecure_channel(stack.address_of("delivery")) as channel:
+        delivery = delivery_pb2_grpc.DeliveryStub(channel)
+        first = delivery.Snapshot(
+            delivery_pb2.SnapshotRequest(run_id=run_id, thread_id=thread_id, epoch=1)
+        )
+        again = delivery.Snapshot(
+            delivery_pb2.SnapshotRequest(run_id=run_id, thread_id=thread_id, epoch=2)
+        )
+        assert not first.existing and again.existing  # a takeover gets the run's first
+
+        def receipt(epoch: int) -> delivery_pb2.Receipt:
+            return delivery.WriteReceipt(
+                delivery_pb2.WriteReceiptRequest(
+                    run_id=run_id,
+                    thread_id=thread_id,
+                    epoch=epoch,
+                    outcome=common_pb2.RUN_STATUS_SUCCESS,
+                    verify_workspace=True,
+                )
+            )
+
+        assert receipt(2).verdict == "nothing_to_deliver"
+        for epoch, code in ((2, grpc.StatusCode.ALREADY_EXISTS), (1, grpc.StatusCode.ABORTED)):
+            with pytest.raises(grpc.RpcError) as refused:
+                receipt(epoch)
+            assert refused.value.code() == code  # type: ignore[attr-defined]
+        assert receipt(3).epoch == 3
+        newest = delivery.GetReceipt(delivery_pb2.GetReceiptRequest(run_id=run_id))
+        assert newest.epoch == 3
