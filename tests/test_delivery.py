@@ -167,12 +167,20 @@ async def test_an_interrupted_run_is_paused_not_an_error(
 ) -> None:
     thread = (await client.threads.create())["thread_id"]
     ask = ("ask_clarification", {"question": "which format?"})
-    run = await run_to_end(client, thread, tools(write("a.md", "x"), ask))
+    run = await run_to_end(client, thread, tools(write("a.md", "x"), ask, present("a.md")))
     assert run["status"] == "success"
     assert (await client.threads.get(thread))["status"] == "interrupted"
     receipt = await receipt_of(http, thread, run["run_id"])
     assert receipt["verdict"] == "paused"
     assert receipt["produced"] == ["a.md"]
+
+    # The resume continues the paused run: the file written before the pause is
+    # its to present.
+    resumed = await client.runs.create(thread, "lead_agent", command={"resume": "markdown"})
+    await client.runs.join(thread, resumed["run_id"])
+    assert (await client.runs.get(thread, resumed["run_id"]))["status"] == "success"
+    receipt = await receipt_of(http, thread, resumed["run_id"])
+    assert (receipt["verdict"], receipt["matched"]) == ("delivered", ["a.md"])
 
 
 async def test_a_graph_without_workspace_tools_is_judged_by_how_it_ended(

@@ -416,10 +416,16 @@ class RunExecution:
         )
         if not self.verify_workspace:
             return
+        latest = await self.graphs.checkpointer.aget_tuple(thread_config(self.run.thread_id))
+        previous = str((latest.metadata or {}).get("run_id") or "") if latest else ""
         self.fence.check("workspace snapshot")
         await self.peers.delivery.Snapshot(
             delivery_pb2.SnapshotRequest(
-                run_id=self.run.run_id, thread_id=self.run.thread_id, epoch=self.run.epoch
+                run_id=self.run.run_id,
+                thread_id=self.run.thread_id,
+                epoch=self.run.epoch,
+                # A resume continues the paused run: its files written before the pause count.
+                continues_run_id=previous if previous != self.run.run_id else "",
             ),
             timeout=self.peers.rpc_timeout,
         )

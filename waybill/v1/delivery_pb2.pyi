@@ -8,14 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("run_id", "thread_id", "epoch")
+    __slots__ = ("run_id", "thread_id", "epoch", "continues_run_id")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CONTINUES_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     thread_id: str
     epoch: int
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    continues_run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., epoch: _Optional[int] = ..., continues_run_id: _Optional[str] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
     __slots__ = ("files", "existing")
