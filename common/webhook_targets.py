@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from common.settings import Settings
@@ -104,7 +105,32 @@ async def resolve(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in found})
 
 
-async def check_webhook_url(url: str, settings: Settings) -> None:
+@dataclass(frozen=True)
+class CheckedTarget:
+    """A URL that passed, with the addresses it resolved to when checked."""
+
+    url: str
+    host: str
+    port: int
+    addresses: list[str]
+
+    def pinned_url(self) -> str:
+        """The URL with its host replaced by the checked address, so that the POST
+        goes where the check looked (a name that re-resolves elsewhere in between,
+        DNS rebinding, cannot redirect it). Send `Host` and, for https, the SNI
+        name as the original host."""
+        address = self.addresses[0]
+        shown = f"[{address}]" if ":" in address else address
+        return urlsplit(self.url)._replace(netloc=f"{shown}:{self.port}").geturl()
+
+    @property
+    def host_header(self) -> str:
+        return str(urlsplit(self.url).netloc)
+
+
+async def check_webhook_url(url: str, settings: Settings) -> CheckedTarget:
     """Refuse (WebhookTargetRefused) a URL that may not be called right now."""
     host, port = check_url_shape(url, settings)
-    check_addresses(host, await resolve(host, port), settings)
+    addresses = await resolve(host, port)
+    check_addresses(host, addresses, settings)
+    return CheckedTarget(url, host, port, addresses)

@@ -26,7 +26,7 @@ import httpx
 
 from common import codec
 from common.settings import Settings
-from common.webhook_targets import WebhookTargetRefused, check_webhook_url
+from common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
 from services.delivery import signing
 from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
 from services.delivery.store import ReceiptRecord, ReceiptStore
@@ -165,8 +165,8 @@ class Outbox:
     async def _attempt(self, row: DeliveryRow) -> None:
         attempt = await self.store.begin_attempt(row, codec.now_utc())
         try:
-            await check_webhook_url(row.url, self.settings)
-            attempt.status_code = await self._post(row, attempt)
+            target = await check_webhook_url(row.url, self.settings)
+            attempt.status_code = await self._post(row, attempt, target)
             if not 200 <= attempt.status_code < 300:
                 attempt.error = f"the receiver answered {attempt.status_code}"
         except WebhookTargetRefused as refused:
@@ -187,12 +187,13 @@ class Outbox:
             log.info("webhook %s attempt %d: %s", row.delivery_id, attempt.attempt, attempt.error)
         await self.store.finish_attempt(attempt, state, next_at, now)
 
-    async def _post(self, row: DeliveryRow, attempt: AttemptRow) -> int:
+    async def _post(self, row: DeliveryRow, attempt: AttemptRow, target: CheckedTarget) -> int:
         body = dict(codec.loads(row.payload, {}))
         body["webhook_sent_at"] = codec.iso(attempt.sent_at)
         data = codec.dumps(body)
         timestamp = str(int(attempt.sent_at.timestamp()))
         headers = {
+            "Host": target.host_header,
             "Content-Type": "application/json",
             "User-Agent": "waybill-webhooks",
             signing.TIMESTAMP_HEADER: timestamp,
@@ -202,7 +203,11 @@ class Outbox:
             signing.ATTEMPT_HEADER: str(attempt.attempt),
             signing.ATTEMPT_ID_HEADER: attempt.attempt_id,
         }
-        response = await self.http.post(row.url, content=data, headers=headers)
+        # To the address that was checked, never to a fresh resolution of the name.
+        extensions = {"sni_hostname": target.host} if row.url.startswith("https") else {}
+        response = await self.http.post(
+            target.pinned_url(), content=data, headers=headers, extensions=extensions
+        )
         return response.status_code
 
     # ---- the loop ------------------------------------------------------------------
