@@ -342,3 +342,21 @@ async def test_a_run_cancelled_before_it_started_still_calls_its_webhook(
     body = json.loads(hit.body)
     assert body["run_id"] == queued["run_id"] and body["status"] == "interrupted"
     assert done["source"] == "run"
+
+
+async def test_a_stateless_run_calls_its_webhook_though_its_thread_is_gone(
+    raw: httpx.AsyncClient, receiver: WebhookReceiver
+) -> None:
+    receiver.start()
+    body = {"assistant_id": "lead_agent", "input": says("stateless"), "webhook": receiver.url}
+    reply = await raw.post("/runs/wait", json=body)
+    assert reply.status_code == 200, reply.text
+
+    async def one_hit() -> bool:
+        return len(receiver.snapshot()) == 1
+
+    await until(one_hit, "the webhook")
+    sent = json.loads(receiver.snapshot()[0].body)
+    assert sent["status"] == "success"
+    assert sent["values"]["messages"][-1]["content"] == "You said: stateless"
+    assert (await raw.get(f"/threads/{sent['thread_id']}")).status_code == 404

@@ -29,7 +29,6 @@ from common.settings import Settings
 from common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
 from services.delivery import signing
 from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
-from services.delivery.store import ReceiptRecord, ReceiptStore
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.delivery.outbox")
@@ -43,36 +42,26 @@ ENDED = {
 BATCH = 20
 
 
-def status_from_receipt(receipt: ReceiptRecord) -> str:
-    """How the run ended, as its runner would have reported it."""
-    if receipt.outcome == "success" and receipt.verdict == "error":
-        return "error"
-    return receipt.outcome
-
-
-def payload(row: DeliveryRow, receipt: ReceiptRecord | None, run: common_pb2.Run | None) -> bytes:
-    """The body: the run as LangGraph Platform shows it, its final values, the
-    error if any, and the receipt's verdict."""
+def payload(row: DeliveryRow, run: common_pb2.Run | None) -> bytes:
+    """The body: the run as LangGraph Platform shows it (or, when it was deleted,
+    what its receipt says), its final values, the error if any, and the
+    receipt's verdict."""
+    receipt = dict(codec.loads(row.receipt_json, {}))
     body: dict[str, Any] = (
         codec.run_to_dict(run)
         if run is not None
-        else {"run_id": row.run_id, "thread_id": row.thread_id}
-    )
-    if run is None and receipt is not None:
-        body["status"] = status_from_receipt(receipt)
-        body["assistant_id"] = receipt.assistant_id
-    body["values"] = codec.loads(row.values_json, None)
-    if receipt is not None:
-        failed = body.get("status") == "error"
-        message = receipt.error_message or (receipt.verdict_reason if failed else "")
-        body["error"] = message or None
-        body["receipt"] = {
-            "epoch": receipt.epoch,
-            "verdict": receipt.verdict,
-            "verdict_reason": receipt.verdict_reason,
-            "presented": receipt.presented,
-            "matched": receipt.matched,
+        else {
+            "run_id": row.run_id,
+            "thread_id": row.thread_id,
+            "assistant_id": receipt.get("assistant_id"),
+            "status": receipt.get("status"),
         }
+    )
+    body["values"] = codec.loads(row.values_json, None)
+    body["error"] = receipt.pop("error", None)
+    receipt.pop("assistant_id", None)
+    receipt.pop("status", None)
+    body["receipt"] = receipt
     return codec.dumps(body)
 
 
@@ -90,12 +79,10 @@ class Outbox:
         self,
         settings: Settings,
         outbox: OutboxStore,
-        receipts: ReceiptStore,
         admission: admission_pb2_grpc.AdmissionStub,
     ) -> None:
         self.settings = settings
         self.store = outbox
-        self.receipts = receipts
         self.admission = admission
         self.secret = signing.webhook_secret(settings)
         self.wake = asyncio.Event()
@@ -137,16 +124,8 @@ class Outbox:
                 return 0
             if run.status not in ENDED:
                 return 0
-        receipt = await self._receipt(row)
-        released = await self.store.release(row.delivery_id, payload(row, receipt, run), now)
+        released = await self.store.release(row.delivery_id, payload(row, run), now)
         return int(released)
-
-    async def _receipt(self, row: DeliveryRow) -> ReceiptRecord | None:
-        with contextlib.suppress(Exception):
-            receipt = await self.receipts.latest(row.run_id)
-            if receipt.epoch == row.epoch:
-                return receipt
-        return None
 
     async def settle_overdue(self) -> None:
         cutoff = codec.now_utc() - timedelta(seconds=self.settings.webhook_held_seconds)

@@ -37,6 +37,7 @@ class DeliveryRow:
     state: str
     payload: bytes
     values_json: bytes
+    receipt_json: bytes
     attempts: int
     next_attempt_at: datetime | None
     claimed_until: datetime | None

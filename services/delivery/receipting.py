@@ -40,7 +40,8 @@ async def write_receipt(
     settings: Settings,
     store: ReceiptStore,
     outbox: OutboxStore,
-) -> ReceiptRecord:
+) -> tuple[ReceiptRecord, int]:
+    """The stored receipt, and how many webhooks it holds in the outbox."""
     outcome = codec.RUN_STATUS_NAMES.get(request.outcome, "error")
     before = await store.first_snapshot(request.run_id) or []
     after = await asyncio.to_thread(snapshot, thread_root(settings, request.thread_id))
@@ -76,4 +77,4 @@ async def write_receipt(
     )
     owed = await owed_webhooks(request, outbox)
     await store.write(record, owed, request.values_json or b"null")
-    return record
+    return record, len(owed)

@@ -143,8 +143,10 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
     async def WriteReceipt(self, request, context):  # type: ignore[no-untyped-def]
         _uuid(request.run_id, "run_id")
         _uuid(request.thread_id, "thread_id")
-        record = await write_receipt(request, self.settings, self.store, self.outbox_store)
-        return _to_proto(record)
+        record, held = await write_receipt(request, self.settings, self.store, self.outbox_store)
+        written = _to_proto(record)
+        written.webhooks_held = held
+        return written
 
     @translate_errors
     async def ConfirmFinished(self, request, context):  # type: ignore[no-untyped-def]
@@ -260,7 +262,7 @@ async def main() -> None:
     await store.migrate()
     outbox_store = OutboxStore(store.engine)
     admission = grpc.aio.insecure_channel(settings.admission_addr)
-    outbox = Outbox(settings, outbox_store, store, admission_pb2_grpc.AdmissionStub(admission))
+    outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
     sending = asyncio.create_task(outbox.run_forever())
     servicer = DeliveryServicer(settings, store, outbox_store, outbox)
     await serve(

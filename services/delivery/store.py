@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from common import codec
 from common.errors import busy, conflict, not_found
 from common.sql import migrate
 from services.delivery.tables import (
@@ -47,6 +48,27 @@ class ReceiptRecord:
     matched: list[str] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_status(self) -> str:
+        """How the run ended, as its runner reports it (a failed verdict is an error)."""
+        if self.outcome == "success" and self.verdict == "error":
+            return "error"
+        return self.outcome
+
+    def summary(self) -> dict[str, Any]:
+        """What a webhook tells of the receipt."""
+        failed = self.run_status == "error"
+        return {
+            "epoch": self.epoch,
+            "status": self.run_status,
+            "assistant_id": self.assistant_id,
+            "error": self.error_message or (self.verdict_reason if failed else "") or None,
+            "verdict": self.verdict,
+            "verdict_reason": self.verdict_reason,
+            "presented": self.presented,
+            "matched": self.matched,
+        }
 
     def row(self) -> dict[str, Any]:
         values = asdict(self)
@@ -158,6 +180,7 @@ class ReceiptStore:
                             state="held",
                             payload=b"",
                             values_json=values_json,
+                            receipt_json=codec.dumps(receipt.summary()),
                             attempts=0,
                             created_at=receipt.created_at,
                         )

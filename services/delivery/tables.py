@@ -61,7 +61,9 @@ webhook_deliveries = Table(
     # held | pending | delivered | failed | superseded
     Column("state", String(16), nullable=False),
     Column("payload", LargeBinary, nullable=False),  # the body, fixed when released
-    Column("values_json", LargeBinary, nullable=False),
+    Column("values_json", LargeBinary, nullable=False),  # the thread's values after the run
+    # The receipt's summary, kept with the row: the run may be deleted before it is sent.
+    Column("receipt_json", LargeBinary, nullable=False),
     Column("attempts", Integer, nullable=False),
     Column("next_attempt_at", DateTime(timezone=True), nullable=True),
     # A sender's claim: another replica leaves the row alone until then.

@@ -248,7 +248,7 @@ class RunExecution:
     ) -> None:
         """Admission ended the run already; its receipt still tells its webhooks."""
         try:
-            await self.peers.delivery.WriteReceipt(
+            receipt = await self.peers.delivery.WriteReceipt(
                 delivery_pb2.WriteReceiptRequest(
                     run_id=self.run.run_id,
                     thread_id=self.run.thread_id,
@@ -267,7 +267,8 @@ class RunExecution:
         except Exception as failure:  # the run has ended either way
             log.warning("run %s: no receipt for the unstarted run (%s)", self.run.run_id, failure)
             return
-        await self._confirm_finished()
+        if receipt.webhooks_held:
+            await self._confirm_finished()
 
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
@@ -316,7 +317,8 @@ class RunExecution:
         if self.run_journal is not None:
             await self.run_journal.sink.drain()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
-            await self._confirm_finished()
+            if receipt.webhooks_held:
+                await self._confirm_finished()
             self.fence.check("journal close")
             await self.sink.close()
 

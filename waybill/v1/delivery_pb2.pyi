@@ -258,7 +258,7 @@ class GetReceiptRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class Receipt(_message.Message):
-    __slots__ = ("run_id", "thread_id", "epoch", "outcome", "final_output_json", "error", "created_at", "verdict", "verdict_reason", "presented", "produced", "matched", "changes", "usage_json")
+    __slots__ = ("run_id", "thread_id", "epoch", "outcome", "final_output_json", "error", "created_at", "verdict", "verdict_reason", "presented", "produced", "matched", "changes", "usage_json", "webhooks_held")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -273,6 +273,7 @@ class Receipt(_message.Message):
     MATCHED_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOKS_HELD_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     thread_id: str
     epoch: int
@@ -287,4 +288,5 @@ class Receipt(_message.Message):
     matched: _containers.RepeatedScalarFieldContainer[str]
     changes: _containers.RepeatedCompositeFieldContainer[FileChange]
     usage_json: bytes
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., epoch: _Optional[int] = ..., outcome: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., final_output_json: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.RunError, _Mapping]] = ..., created_at: _Optional[str] = ..., verdict: _Optional[str] = ..., verdict_reason: _Optional[str] = ..., presented: _Optional[_Iterable[str]] = ..., produced: _Optional[_Iterable[str]] = ..., matched: _Optional[_Iterable[str]] = ..., changes: _Optional[_Iterable[_Union[FileChange, _Mapping]]] = ..., usage_json: _Optional[bytes] = ...) -> None: ...
+    webhooks_held: int
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., epoch: _Optional[int] = ..., outcome: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., final_output_json: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.RunError, _Mapping]] = ..., created_at: _Optional[str] = ..., verdict: _Optional[str] = ..., verdict_reason: _Optional[str] = ..., presented: _Optional[_Iterable[str]] = ..., produced: _Optional[_Iterable[str]] = ..., matched: _Optional[_Iterable[str]] = ..., changes: _Optional[_Iterable[_Union[FileChange, _Mapping]]] = ..., usage_json: _Optional[bytes] = ..., webhooks_held: _Optional[int] = ...) -> None: ...

@@ -48,6 +48,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("payload", sa.LargeBinary, nullable=False),
         sa.Column("values_json", sa.LargeBinary, nullable=False),
+        sa.Column("receipt_json", sa.LargeBinary, nullable=False),
         sa.Column("attempts", sa.Integer, nullable=False),
         sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("claimed_until", sa.DateTime(timezone=True), nullable=True),
