@@ -240,3 +240,26 @@ def test_one_receipt_per_epoch_and_a_stale_epoch_is_refused(stack: Stack) -> Non
         assert receipt(3).epoch == 3
         newest = delivery.GetReceipt(delivery_pb2.GetReceiptRequest(run_id=run_id))
         assert newest.epoch == 3
+
+
+def test_which_agents_have_workspace_tools() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from services.runner.agent.tools import echo
+    from services.runner.agent.workspace import write_file
+    from services.runner.deliverables import has_workspace_tools
+
+    def graph_with(node: Any) -> Any:
+        builder = StateGraph(MessagesState)
+        builder.add_node("node", node)
+        builder.add_edge(START, "node")
+        return builder.compile()
+
+    assert has_workspace_tools("mine", graph_with(ToolNode([echo, write_file])), {}, None)
+    assert not has_workspace_tools("mine", graph_with(ToolNode([echo])), {}, None)
+    assert not has_workspace_tools("mine", graph_with(lambda state: {}), {}, None)
+    lead = graph_with(lambda state: {})  # the lead agent is judged by its authorized tools
+    assert has_workspace_tools("lead_agent", lead, {}, None)
+    assert not has_workspace_tools("lead_agent", lead, {"allowed_tools": ["echo"]}, None)
+    assert not has_workspace_tools("lead_agent", lead, {}, ["echo", "add"])
