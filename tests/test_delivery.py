@@ -263,3 +263,17 @@ def test_which_agents_have_workspace_tools() -> None:
     assert has_workspace_tools("lead_agent", lead, {}, None)
     assert not has_workspace_tools("lead_agent", lead, {"allowed_tools": ["echo"]}, None)
     assert not has_workspace_tools("lead_agent", lead, {}, ["echo", "add"])
+
+
+async def test_an_upload_larger_than_a_grpc_message_default_is_stored_whole(
+    client: LangGraphClient, http: httpx.AsyncClient, stack: Stack
+) -> None:
+    thread = (await client.threads.create())["thread_id"]
+    data = bytes(range(256)) * (5 * 4096)  # 5 MiB, past gRPC's 4 MiB default
+    reply = await http.post(f"/threads/{thread}/uploads", files={"files": ("big.bin", data)})
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == [
+        {"path": "uploads/big.bin", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    ]
+    stored = stack.settings.workspaces_path() / thread / "uploads" / "big.bin"
+    assert stored.read_bytes() == data
