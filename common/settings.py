@@ -110,7 +110,24 @@ class Settings(BaseSettings):
     journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
 
+    # Each thread's workspace lives under this root. Runner and delivery must see
+    # the same files: a local directory embedded, a shared volume when scaled.
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces
+    # ---- delivery: outputs, uploads and webhooks (see services/delivery/) ----
+    upload_max_bytes: int = 32 * 1024 * 1024  # one uploaded file at most
+    # HMAC-SHA256 key signing every webhook (X-Waybill-Signature); the embedded
+    # default makes a key file in the data directory, Postgres deployments set it.
+    webhook_secret: str | None = None
+    webhook_allowed_hosts: str = ""  # comma-separated; ".example.com" adds subdomains; empty: any
+    webhook_allow_networks: str = ""  # CIDRs a webhook may reach although private/loopback
+    webhook_timeout_seconds: float = 10.0  # one POST's deadline
+    webhook_retry_seconds: float = 86400.0  # a webhook is retried this long, then `failed`
+    webhook_backoff_seconds: float = 1.0  # first retry delay; doubled after each failure
+    webhook_backoff_max_seconds: float = 600.0  # the longest delay between two attempts
+    webhook_poll_seconds: float = 1.0  # how often the outbox looks for due webhooks
+    # A webhook held longer than this (its runner never confirmed the terminal
+    # status) is settled by asking admission how the run ended.
+    webhook_held_seconds: float = 10.0
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
     history_limit: int = 200  # messages the lead agent's model sees at most
 

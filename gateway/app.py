@@ -15,7 +15,7 @@ from common.settings import Settings, get_settings
 from gateway.auth import KeyRing, authorize
 from gateway.errors import validation_error
 from gateway.peers import Peers
-from gateway.routes import assistants, run_events, runs, store, threads
+from gateway.routes import assistants, deliveries, run_events, runs, store, threads
 
 VERSION = "0.1.0"
 
@@ -65,7 +65,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # /ok and /info stay open; every API route needs a principal and its scope.
     guarded = [Depends(authorize)]
-    routers = (threads.router, runs.router, run_events.router, assistants.router, store.router)
+    routers = (
+        threads.router,
+        runs.router,
+        run_events.router,
+        deliveries.router,
+        assistants.router,
+        store.router,
+    )
     for router in routers:
         app.include_router(router, dependencies=guarded)
     return app

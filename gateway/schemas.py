@@ -189,7 +189,8 @@ class RunCreate(Envelope):
     on_completion: Literal["delete", "keep"] = "delete"
     # Wait this long before the run may start; it stays `pending` meanwhile.
     after_seconds: float | None = Field(default=None, ge=0, le=MAX_START_DELAY_SECONDS)
-    webhook: str | None = None
+    # Told of the run's end by delivery's outbox (signed POST, retried; see README).
+    webhook: str | None = Field(default=None, max_length=2048)
     feedback_keys: list[str] | None = None
     # LangGraph's default: a step's checkpoint is stored while the next step
     # runs (a takeover may redo one step); "sync" waits for it before each step.
@@ -202,13 +203,6 @@ class RunCreate(Envelope):
             if mode not in STREAM_MODES:
                 known = ", ".join(STREAM_MODES)
                 raise ValueError(f"unknown stream_mode '{mode}'; use one of {known}")
-        return value
-
-    @field_validator("webhook")
-    @classmethod
-    def _no_webhook_yet(cls, value: str | None) -> str | None:
-        if value:
-            raise ValueError("webhook is not supported yet")
         return value
 
     def kwargs(self) -> dict[str, Any]:
@@ -227,6 +221,7 @@ class RunCreate(Envelope):
             "on_disconnect",
             "feedback_keys",
             "durability",
+            "webhook",
         )
         kwargs = {name: getattr(self, name) for name in fields}
         if self.checkpoint and not self.checkpoint_id:

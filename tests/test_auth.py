@@ -174,11 +174,21 @@ async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
         ("GET", f"{r}/join", None),
         ("GET", f"{r}/stream", None),
         ("POST", f"{r}/cancel", None),
+        ("GET", f"{r}/receipt", None),
+        ("GET", f"{r}/workspace-changes", None),
+        ("GET", f"{r}/deliveries", None),
+        ("GET", f"{t}/outputs", None),
+        ("GET", f"{t}/outputs/report.md", None),
+        ("GET", f"{t}/webhooks", None),
+        ("POST", f"{t}/webhooks", {"url": "https://example.com/hook"}),
         ("DELETE", r, None),
     ]
     for method, path, body in attempts:
         reply = await bob.request(method, path, json=body)
         assert reply.status_code == 404, (method, path, reply.status_code, reply.text)
+    upload = await bob.post(f"{t}/uploads", files={"files": ("x.txt", b"planted")})
+    assert upload.status_code == 404
+    assert (await alice.get(f"{r}/receipt")).json()["verdict"] == "not_applicable"
     # Endpoints that name the thread or run in the body cannot reach it either.
     batch = [{**run_body, "thread_id": thread_id}]
     assert (await bob.post("/runs/batch", json=batch)).status_code == 404

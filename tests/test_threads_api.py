@@ -4,6 +4,7 @@ status as runs come and go. Through langgraph-sdk and raw HTTP, on both stacks."
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -267,8 +268,13 @@ async def test_delete_removes_runs_events_receipts_state_and_workspace(
     client: LangGraphClient, http: httpx.AsyncClient, stack: Stack
 ) -> None:
     thread_id = (await client.threads.create())["thread_id"]
-    write = says('/tool write_file {"path": "notes/a.txt", "content": "alpha"}')
-    await client.runs.wait(thread_id, "lead_agent", input=write)
+    write_and_present = [
+        {"name": "write_file", "args": {"path": "notes/a.txt", "content": "alpha"}},
+        {"name": "present_files", "args": {"paths": ["notes/a.txt"]}},
+    ]
+    await client.runs.wait(
+        thread_id, "lead_agent", input=says(f"/tools {json.dumps(write_and_present)}")
+    )
     await client.runs.wait(thread_id, "lead_agent", input=says("second"))
     run_ids = [run["run_id"] for run in await client.runs.list(thread_id)]
     assert len(run_ids) == 2

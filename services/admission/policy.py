@@ -4,7 +4,7 @@ run is created, and it applies them in this order, each with its own error:
 1. cancel permission for `interrupt`/`rollback` (they end someone's run): 403
 2. thread id shape: 422
 3. secret scan of `metadata` and `config`: 422 naming the path
-4. model allowlist: 400 naming the allowed models
+4. model allowlist: 400 naming the allowed models; the webhook target: 422
 5. thread access and ownership: 404            (`AdmissionServicer.StartRun`)
 6. context whitelist and identity injection     (`admitted_kwargs`)
 7. the checkpoint belongs to the thread: 400/404 (`AdmissionServicer.StartRun`)
@@ -23,6 +23,8 @@ from common import codec
 from common.errors import forbidden, invalid, refused
 from common.identity import Principal
 from common.sealed import seal
+from common.settings import Settings
+from common.webhook_targets import WebhookTargetRefused, check_webhook_url
 from services.admission.assistants import with_assistant_defaults
 from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, AssistantRecord, RunRecord
 from services.admission.secret_scan import find_secret
@@ -62,6 +64,19 @@ def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
         raise refused(
             f"model_name '{name}' is not configured; allowed models: {', '.join(allowed)}."
         )
+
+
+async def check_webhook(kwargs: dict[str, Any], settings: Settings) -> None:
+    """A run's `webhook` must be a URL delivery may call (the SSRF guard): 422 naming why."""
+    url = kwargs.get("webhook")
+    if url is None or url == "":
+        return
+    if not isinstance(url, str):
+        raise invalid("webhook must be a URL string.")
+    try:
+        await check_webhook_url(url, settings)
+    except WebhookTargetRefused as refused:
+        raise invalid(f"{refused}.") from refused
 
 
 # A year: far beyond any sensible delay, and well inside what a timestamp can hold.

@@ -25,6 +25,7 @@ from services.admission.policy import (
     SECRETS_KEY,
     admitted_kwargs,
     build_run,
+    check_webhook,
     identity_of,
     requested_checkpoint,
 )
@@ -201,6 +202,7 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         owner = caller.owner_filter if caller else None
         assistant = await self.assistants.resolve_for_run(request.assistant_id)
         run = build_run(request, assistant, self.allowed_models, caller)  # checks 1-4
+        await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
         if_not_exists = request.if_not_exists or "reject"
         thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists)  # 5
         owner_id = thread.owner_id if thread else run.owner_id

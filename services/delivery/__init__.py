@@ -1,1 +1,1 @@
-"""Delivery: receipts of what each run delivered (workspaces and webhooks come later)."""
+"""Delivery: workspace snapshots, verified receipts, outputs and uploads, the webhook outbox."""

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+
+import grpc
+
 from common import codec
-from common.errors import invalid
+from common.errors import ServiceError, invalid, not_found
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.settings import get_settings
+from common.identity import acting_user
+from common.settings import Settings, get_settings
+from common.webhook_targets import WebhookTargetRefused, check_webhook_url
+from services.delivery.outbox import Outbox
+from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore, SubscriptionRow
+from services.delivery.receipting import write_receipt
 from services.delivery.store import ReceiptRecord, ReceiptStore
-from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
+from services.delivery.workspace_files import (
+    CHUNK,
+    FileEntry,
+    confined,
+    normalized,
+    snapshot,
+    thread_root,
+    write_upload,
+)
+from waybill.v1 import admission_pb2_grpc, common_pb2, delivery_pb2, delivery_pb2_grpc
+
+SCOPES = ("thread", "assistant")
+
+
+def _file(entry: FileEntry) -> delivery_pb2.WorkspaceFile:
+    return delivery_pb2.WorkspaceFile(path=entry.path, size=entry.size, sha256=entry.sha256)
 
 
 def _to_proto(record: ReceiptRecord) -> delivery_pb2.Receipt:
@@ -20,30 +47,111 @@ def _to_proto(record: ReceiptRecord) -> delivery_pb2.Receipt:
         error=common_pb2.RunError(error=record.error_type, message=record.error_message),
         created_at=codec.iso(record.created_at),
         verdict=record.verdict,
+        verdict_reason=record.verdict_reason,
+        presented=record.presented,
+        produced=record.produced,
+        matched=record.matched,
+        changes=[
+            delivery_pb2.FileChange(path=c.path, change=c.change, size=c.size, sha256=c.sha256)
+            for c in record.changes
+        ],
+        usage_json=codec.dumps(record.usage),
     )
 
 
+def _attempt(row: AttemptRow) -> delivery_pb2.WebhookAttempt:
+    return delivery_pb2.WebhookAttempt(
+        attempt=row.attempt,
+        attempt_id=row.attempt_id,
+        sent_at=codec.iso(row.sent_at),
+        status_code=row.status_code,
+        error=row.error,
+    )
+
+
+def _delivery(row: DeliveryRow, attempts: list[AttemptRow]) -> delivery_pb2.WebhookDelivery:
+    return delivery_pb2.WebhookDelivery(
+        delivery_id=row.delivery_id,
+        run_id=row.run_id,
+        epoch=row.epoch,
+        url=row.url,
+        source=row.source,
+        state=row.state,
+        next_attempt_at=codec.iso(row.next_attempt_at) if row.state == "pending" else "",
+        attempts=[_attempt(a) for a in attempts],
+        created_at=codec.iso(row.created_at),
+    )
+
+
+def _subscription(row: SubscriptionRow) -> delivery_pb2.WebhookSubscription:
+    return delivery_pb2.WebhookSubscription(
+        subscription_id=row.subscription_id,
+        scope=row.scope,
+        scope_id=row.scope_id,
+        url=row.url,
+        created_at=codec.iso(row.created_at),
+    )
+
+
+def _uuid(value: str, what: str) -> str:
+    if not codec.is_uuid(value):
+        raise invalid(f"{what} '{value}' is not a UUID.")
+    return value
+
+
+def _scope(scope: str, scope_id: str) -> None:
+    if scope not in SCOPES:
+        raise invalid(f"scope must be one of {', '.join(SCOPES)} (got {scope!r})")
+    if not scope_id:
+        raise invalid("scope_id is required")
+
+
 class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
-    def __init__(self, store: ReceiptStore) -> None:
+    def __init__(
+        self, settings: Settings, store: ReceiptStore, outbox_store: OutboxStore, outbox: Outbox
+    ) -> None:
+        self.settings = settings
         self.store = store
+        self.outbox_store = outbox_store
+        self.outbox = outbox
+
+    @translate_errors
+    async def Snapshot(self, request, context):  # type: ignore[no-untyped-def]
+        _uuid(request.run_id, "run_id")
+        root = thread_root(self.settings, _uuid(request.thread_id, "thread_id"))
+        files = await self._continued_snapshot(request.continues_run_id)
+        if files is None:
+            files = await asyncio.to_thread(snapshot, root)
+        kept, existing = await self.store.keep_first_snapshot(
+            request.run_id, request.thread_id, request.epoch, files, codec.now_utc()
+        )
+        return delivery_pb2.SnapshotResponse(files=[_file(f) for f in kept], existing=existing)
+
+    async def _continued_snapshot(self, previous_run_id: str) -> list[FileEntry] | None:
+        """The first snapshot of the paused run this one continues, if it was paused."""
+        if not previous_run_id:
+            return None
+        try:
+            previous = await self.store.latest(previous_run_id)
+        except ServiceError:
+            return None
+        if previous.verdict != "paused":
+            return None
+        return await self.store.first_snapshot(previous_run_id)
 
     @translate_errors
     async def WriteReceipt(self, request, context):  # type: ignore[no-untyped-def]
-        record = ReceiptRecord(
-            run_id=request.run_id,
-            epoch=request.epoch,
-            thread_id=request.thread_id,
-            outcome=codec.RUN_STATUS_NAMES.get(request.outcome, "error"),
-            # Workspace verification arrives with the delivery issue; until then a
-            # run is judged only by how its graph ended.
-            verdict="not_applicable",
-            final_output=request.final_output_json or b"null",
-            error_type=request.error.error,
-            error_message=request.error.message,
-            created_at=codec.now_utc(),
-        )
-        await self.store.write(record)
-        return _to_proto(record)
+        _uuid(request.run_id, "run_id")
+        _uuid(request.thread_id, "thread_id")
+        record, held = await write_receipt(request, self.settings, self.store, self.outbox_store)
+        written = _to_proto(record)
+        written.webhooks_held = held
+        return written
+
+    @translate_errors
+    async def ConfirmFinished(self, request, context):  # type: ignore[no-untyped-def]
+        released = await self.outbox.confirm(request.run_id, request.epoch)
+        return delivery_pb2.ConfirmFinishedResponse(released=released)
 
     @translate_errors
     async def GetReceipt(self, request, context):  # type: ignore[no-untyped-def]
@@ -53,10 +161,98 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
     async def ForgetReceipts(self, request, context):  # type: ignore[no-untyped-def]
         thread_ids = [request.thread_id] if request.thread_id else []
         for value in [*thread_ids, *request.run_ids]:
-            if not codec.is_uuid(value):
-                raise invalid(f"'{value}' is not a UUID.")
+            _uuid(value, "id")
         deleted = await self.store.forget(request.thread_id, list(request.run_ids))
         return delivery_pb2.ForgetReceiptsResponse(deleted=deleted)
+
+    # ---- outputs and uploads -----------------------------------------------------
+
+    async def _outputs(self, thread_id: str) -> list[delivery_pb2.Output]:
+        presented_by: dict[str, str] = {}
+        for receipt in await self.store.thread_receipts(thread_id):
+            for path in receipt.matched:
+                presented_by[path] = receipt.run_id
+        root = thread_root(self.settings, thread_id)
+        now = {e.path: e for e in await asyncio.to_thread(snapshot, root)}
+        return [
+            delivery_pb2.Output(file=_file(now[path]), run_id=run_id)
+            for path, run_id in sorted(presented_by.items())
+            if path in now
+        ]
+
+    @translate_errors
+    async def ListOutputs(self, request, context):  # type: ignore[no-untyped-def]
+        outputs = await self._outputs(_uuid(request.thread_id, "thread_id"))
+        return delivery_pb2.ListOutputsResponse(outputs=outputs)
+
+    @translate_errors
+    async def ReadOutput(  # type: ignore[no-untyped-def]
+        self, request, context
+    ) -> AsyncIterator[delivery_pb2.FileChunk]:
+        thread_id, path = _uuid(request.thread_id, "thread_id"), normalized(request.path)
+        listed = {output.file.path for output in await self._outputs(thread_id)}
+        if path not in listed:
+            raise not_found(f"{request.path!r} is not an output of this thread")
+        target = confined(thread_root(self.settings, thread_id), path)
+        with target.open("rb") as file:
+            while block := await asyncio.to_thread(file.read, CHUNK):
+                yield delivery_pb2.FileChunk(data=block)
+
+    @translate_errors
+    async def Upload(self, request, context):  # type: ignore[no-untyped-def]
+        if len(request.data) > self.settings.upload_max_bytes:
+            raise invalid(
+                f"the file is {len(request.data)} bytes; uploads are limited to "
+                f"{self.settings.upload_max_bytes} (WAYBILL_UPLOAD_MAX_BYTES)"
+            )
+        root = thread_root(self.settings, _uuid(request.thread_id, "thread_id"))
+        entry = await asyncio.to_thread(write_upload, root, request.name, request.data)
+        return _file(entry)
+
+    # ---- webhooks ------------------------------------------------------------------
+
+    @translate_errors
+    async def ListDeliveries(self, request, context):  # type: ignore[no-untyped-def]
+        found = await self.outbox_store.for_run(_uuid(request.run_id, "run_id"))
+        return delivery_pb2.ListDeliveriesResponse(
+            deliveries=[_delivery(row, attempts) for row, attempts in found]
+        )
+
+    @translate_errors
+    async def SubscribeWebhook(self, request, context):  # type: ignore[no-untyped-def]
+        _scope(request.scope, request.scope_id)
+        try:
+            await check_webhook_url(request.url, self.settings)
+        except WebhookTargetRefused as refused:
+            raise invalid(str(refused)) from refused
+        row = SubscriptionRow(
+            subscription_id=str(uuid.uuid4()),
+            scope=request.scope,
+            scope_id=request.scope_id,
+            url=request.url,
+            owner_id=acting_user(context),
+            created_at=codec.now_utc(),
+        )
+        await self.outbox_store.subscribe(row)
+        return _subscription(row)
+
+    @translate_errors
+    async def ListWebhookSubscriptions(self, request, context):  # type: ignore[no-untyped-def]
+        _scope(request.scope, request.scope_id)
+        rows = await self.outbox_store.subscriptions(request.scope, request.scope_id)
+        return delivery_pb2.ListWebhookSubscriptionsResponse(
+            subscriptions=[_subscription(row) for row in rows]
+        )
+
+    @translate_errors
+    async def UnsubscribeWebhook(self, request, context):  # type: ignore[no-untyped-def]
+        _scope(request.scope, request.scope_id)
+        if not codec.is_uuid(request.subscription_id):
+            raise not_found(f"Subscription {request.subscription_id} not found.")
+        await self.outbox_store.unsubscribe(
+            request.scope, request.scope_id, request.subscription_id
+        )
+        return delivery_pb2.WebhookUnsubscribeResponse()
 
 
 async def main() -> None:
@@ -64,13 +260,22 @@ async def main() -> None:
     configure_logging("delivery")
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
     await store.migrate()
-    servicer = DeliveryServicer(store)
+    outbox_store = OutboxStore(store.engine)
+    admission = grpc.aio.insecure_channel(settings.admission_addr)
+    outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
+    sending = asyncio.create_task(outbox.run_forever())
+    servicer = DeliveryServicer(settings, store, outbox_store, outbox)
     await serve(
         "Delivery",
         settings.delivery_addr,
         lambda server: delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server),
         grace_seconds=settings.shutdown_grace_seconds,
     )
+    sending.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sending
+    await outbox.close()
+    await admission.close()
     await store.engine.dispose()
 
 

@@ -25,6 +25,7 @@ from common.sealed import secrets_key, unseal
 from common.settings import get_settings
 from common.usage import TokenCount, summarize
 from services.runner.conversation import closing_answer, unanswered_tool_calls
+from services.runner.deliverables import has_workspace_tools, presented_paths, run_messages
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
 from services.runner.graphs import GraphRegistry
@@ -53,6 +54,10 @@ CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call
 
 class RunAttemptsExhausted(RuntimeError):
     """Every runner that held the run lost its lease before finishing it."""
+
+
+class DeliveryFailed(RuntimeError):
+    """The graph finished, but delivery could not verify what it delivered."""
 
 
 @dataclass
@@ -161,6 +166,7 @@ class RunExecution:
         self.cancel_action: str | None = None
         self.handed_back = False
         self.run_journal: RunJournal | None = None  # typed records and token usage
+        self.verify_workspace = False  # the agent has workspace tools: delivery checks files
         self._graph_task: asyncio.Task[Outcome] | None = None
 
     # ---- orders from outside -----------------------------------------------------
@@ -229,12 +235,42 @@ class RunExecution:
             STATS.runs_cancelled_before_start += 1
             log.info("run %s was cancelled before it started", self.run.run_id)
             await sink.close()
+            await self._receipt_of_unstarted(common_pb2.RUN_STATUS_INTERRUPTED, None)
         elif reason == "exhausted":
             log.warning("run %s: out of attempts", self.run.run_id)
             message = f"the run was taken over {self.run.attempt - 1} times and gave up"
-            sink.emit(*error_event(RunAttemptsExhausted(message)))
+            failure = RunAttemptsExhausted(message)
+            sink.emit(*error_event(failure))
             await sink.flush()
             await sink.close()
+            await self._receipt_of_unstarted(common_pb2.RUN_STATUS_ERROR, failure)
+
+    async def _receipt_of_unstarted(
+        self, status: common_pb2.RunStatus, error: BaseException | None
+    ) -> None:
+        """Admission ended the run already; its receipt still tells its webhooks."""
+        try:
+            receipt = await self.peers.delivery.WriteReceipt(
+                delivery_pb2.WriteReceiptRequest(
+                    run_id=self.run.run_id,
+                    thread_id=self.run.thread_id,
+                    epoch=self.run.epoch,
+                    outcome=status,
+                    final_output_json=b"null",
+                    error=common_pb2.RunError(
+                        error=type(error).__name__ if error else "",
+                        message=str(error) if error else "",
+                    ),
+                    assistant_id=self.run.assistant_id,
+                    webhook=str(self.kwargs.get("webhook") or ""),
+                ),
+                timeout=self.peers.rpc_timeout,
+            )
+        except Exception as failure:  # the run has ended either way
+            log.warning("run %s: no receipt for the unstarted run (%s)", self.run.run_id, failure)
+            return
+        if receipt.webhooks_held:
+            await self._confirm_finished()
 
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
@@ -251,6 +287,7 @@ class RunExecution:
         checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
         store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
         graph = self.graphs.build(self.run.graph_id, self.config, checkpointer, store)
+        await self._snapshot_workspace(graph)
         outcome = await self._drive_with_limits(graph)
         if self.fence.lost:
             if self.handed_back:
@@ -270,13 +307,25 @@ class RunExecution:
         # terminal status -> journal closed. Reads and records that no step waits
         # for go beside the step before them.
         self.fence.check("journal flush")
-        snapshot, _ = await asyncio.gather(
-            graph.aget_state(thread_config(self.run.thread_id)), self.sink.flush()
+        snapshot, presented, _ = await asyncio.gather(
+            graph.aget_state(thread_config(self.run.thread_id)),
+            self._presented(graph),
+            self.sink.flush(),
         )
+        STATS.receipts_requested += 1
+        receipt = await self._write_receipt(outcome, snapshot, presented)
+        if outcome.status == common_pb2.RUN_STATUS_SUCCESS and receipt.verdict == "error":
+            # Finished, but not delivered: the run is an error, said on its stream too.
+            failure = DeliveryFailed(receipt.verdict_reason)
+            outcome = Outcome(common_pb2.RUN_STATUS_ERROR, failure, receipt.verdict_reason)
+            self.sink.emit(*error_event(failure))
+            self.fence.check("journal flush")
+            await self.sink.flush()
         self._record_the_end(outcome, snapshot)
-        # Every record is stored before the run ends, while the receipt is written.
-        await asyncio.gather(self._write_receipt(outcome, snapshot), self._drain_records())
+        await self._drain_records()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
+            if receipt.webhooks_held:
+                await self._confirm_finished()
             self.fence.check("journal close")
             await self.sink.close()
 
@@ -368,9 +417,55 @@ class RunExecution:
         self.fence.check("closing dangling tool calls")
         await graph.aupdate_state(config, {"messages": replies})
 
+    # ---- delivery ----------------------------------------------------------------
+
+    async def _snapshot_workspace(self, graph: Pregel) -> None:
+        """The workspace before the agent starts (a takeover gets the run's first)."""
+        context = self.kwargs.get("context")
+        role = context.get("role") if isinstance(context, dict) else None
+        role_tools = get_settings().role_tools().get(role) if role else None
+        configurable = dict(self.config.get("configurable") or {})
+        self.verify_workspace = has_workspace_tools(
+            self.run.graph_id, graph, configurable, role_tools
+        )
+        if not self.verify_workspace:
+            return
+        latest = await self.graphs.checkpointer.aget_tuple(thread_config(self.run.thread_id))
+        previous = str((latest.metadata or {}).get("run_id") or "") if latest else ""
+        self.fence.check("workspace snapshot")
+        await self.peers.delivery.Snapshot(
+            delivery_pb2.SnapshotRequest(
+                run_id=self.run.run_id,
+                thread_id=self.run.thread_id,
+                epoch=self.run.epoch,
+                # A resume continues the paused run: its files written before the pause count.
+                continues_run_id=previous if previous != self.run.run_id else "",
+            ),
+            timeout=self.peers.rpc_timeout,
+        )
+
+    async def _presented(self, graph: Pregel) -> list[str]:
+        if not self.verify_workspace:
+            return []
+        config = thread_config(self.run.thread_id)
+        return presented_paths(await run_messages(graph, config, self.run.run_id))
+
+    async def _confirm_finished(self) -> None:
+        """Release the run's webhooks now; if this fails, delivery asks admission later."""
+        try:
+            await self.peers.delivery.ConfirmFinished(
+                delivery_pb2.ConfirmFinishedRequest(run_id=self.run.run_id, epoch=self.run.epoch),
+                timeout=self.peers.rpc_timeout,
+            )
+        except Exception as error:  # the outbox settles held webhooks on its own
+            STATS.confirmations_failed += 1
+            log.warning("run %s: webhooks not confirmed (%s)", self.run.run_id, error)
+
     # ---- the end -----------------------------------------------------------------
 
-    async def _write_receipt(self, outcome: Outcome, snapshot: StateSnapshot) -> None:
+    async def _write_receipt(
+        self, outcome: Outcome, snapshot: StateSnapshot, presented: list[str]
+    ) -> delivery_pb2.Receipt:
         values = snapshot.values if isinstance(snapshot.values, dict) else {}
         messages = values.get("messages") or []
         last = messages[-1] if messages else None
@@ -383,7 +478,10 @@ class RunExecution:
         )
         error = outcome.error
         self.fence.check("receipt")
-        await self.peers.delivery.WriteReceipt(
+        paused = outcome.status == common_pb2.RUN_STATUS_SUCCESS and bool(
+            interrupts_of(snapshot) or snapshot.next
+        )
+        receipt: delivery_pb2.Receipt = await self.peers.delivery.WriteReceipt(
             delivery_pb2.WriteReceiptRequest(
                 run_id=self.run.run_id,
                 thread_id=self.run.thread_id,
@@ -394,9 +492,17 @@ class RunExecution:
                     error=type(error).__name__ if error else "",
                     message=str(error) if error else "",
                 ),
+                assistant_id=self.run.assistant_id,
+                verify_workspace=self.verify_workspace,
+                presented=presented,
+                paused=paused,
+                webhook=str(self.kwargs.get("webhook") or ""),
+                values_json=codec.dumps(snapshot.values or {}),
+                usage_json=codec.dumps(summarize(self._token_counts())),
             ),
             timeout=self.peers.rpc_timeout,
         )
+        return receipt
 
     def _record_the_end(self, outcome: Outcome, snapshot: StateSnapshot) -> None:
         """The run's delivery and token usage, as its last records."""

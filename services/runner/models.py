@@ -38,6 +38,8 @@ class ScriptedChatModel(BaseChatModel):
     """A deterministic model scripted by the last human message.
 
     - `/tool NAME {"arg": 1}` answers with a call of tool NAME;
+    - `/tools [{"name": NAME, "args": {...}}, ...]` calls those tools one per
+      turn, in order, then reports what the last one returned;
     - `/tokens N` streams N tokens (`t0 t1 …`), for benchmarks;
     - anything else is echoed back as `You said: …`, one token per word.
     After a tool result it reports what the tool returned.
@@ -56,6 +58,13 @@ class ScriptedChatModel(BaseChatModel):
     def _plan(self, messages: list[BaseMessage]) -> tuple[list[str], list[dict[str, Any]]]:
         """(tokens to stream, tool calls to make) for this turn."""
         last = messages[-1] if messages else None
+        script = _tool_script(messages)
+        if script is not None:
+            done = _turns_since_human(messages)
+            if done < len(script):
+                step = script[done]
+                call_id = f"call_{uuid.uuid4().hex[:12]}"
+                return [], [{"name": step["name"], "args": step.get("args") or {}, "id": call_id}]
         if isinstance(last, ToolMessage):
             return _words(f"Tool {last.name} returned: {last.content}"), []
         text = str(last.content) if isinstance(last, HumanMessage) else ""
@@ -127,6 +136,29 @@ class ScriptedChatModel(BaseChatModel):
                 chunk_position="last",
             )
         )
+
+
+def _last_human(messages: list[BaseMessage]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return index
+    return -1
+
+
+def _tool_script(messages: list[BaseMessage]) -> list[dict[str, Any]] | None:
+    """The steps of a `/tools [...]` message, when the last human message is one."""
+    index = _last_human(messages)
+    text = str(messages[index].content) if index >= 0 else ""
+    if not text.startswith("/tools "):
+        return None
+    steps = json.loads(text[len("/tools ") :])
+    return [dict(step) for step in steps]
+
+
+def _turns_since_human(messages: list[BaseMessage]) -> int:
+    """Model turns taken since the last human message."""
+    index = _last_human(messages)
+    return sum(1 for m in messages[index + 1 :] if isinstance(m, AIMessage))
 
 
 def _words(text: str) -> list[str]:

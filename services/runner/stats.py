@@ -15,6 +15,8 @@ class RunnerStats:
     models_built: int = 0
     stale_writes_refused: int = 0  # every write a fenced run attempted, checkpoints included
     stale_checkpoint_writes_refused: int = 0
+    receipts_requested: int = 0  # WriteReceipt calls made (tests time faults by it)
+    confirmations_failed: int = 0  # ConfirmFinished calls that failed (delivery settles those)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -25,23 +25,67 @@ _sym_db = _symbol_database.Default()
 from waybill.v1 import common_pb2 as waybill_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19waybill/v1/delivery.proto\x12\nwaybill.v1\x1a\x17waybill/v1/common.proto\";\n\x15\x46orgetReceiptsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0f\n\x07run_ids\x18\x02 \x03(\t\")\n\x16\x46orgetReceiptsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"\xaf\x01\n\x13WriteReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\"#\n\x11GetReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xc8\x01\n\x07Receipt\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0f\n\x07verdict\x18\x08 \x01(\t2\xeb\x01\n\x08\x44\x65livery\x12\x44\n\x0cWriteReceipt\x12\x1f.waybill.v1.WriteReceiptRequest\x1a\x13.waybill.v1.Receipt\x12@\n\nGetReceipt\x12\x1d.waybill.v1.GetReceiptRequest\x1a\x13.waybill.v1.Receipt\x12W\n\x0e\x46orgetReceipts\x12!.waybill.v1.ForgetReceiptsRequest\x1a\".waybill.v1.ForgetReceiptsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19waybill/v1/delivery.proto\x12\nwaybill.v1\x1a\x17waybill/v1/common.proto\"]\n\x0fSnapshotRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x18\n\x10\x63ontinues_run_id\x18\x04 \x01(\t\"N\n\x10SnapshotResponse\x12(\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x19.waybill.v1.WorkspaceFile\x12\x10\n\x08\x65xisting\x18\x02 \x01(\x08\";\n\rWorkspaceFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"H\n\nFileChange\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06\x63hange\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x0e\n\x06sha256\x18\x04 \x01(\t\"7\n\x16\x43onfirmFinishedRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"+\n\x17\x43onfirmFinishedResponse\x12\x10\n\x08released\x18\x01 \x01(\x05\"\'\n\x12ListOutputsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\":\n\x13ListOutputsResponse\x12#\n\x07outputs\x18\x01 \x03(\x0b\x32\x12.waybill.v1.Output\"A\n\x06Output\x12\'\n\x04\x66ile\x18\x01 \x01(\x0b\x32\x19.waybill.v1.WorkspaceFile\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"4\n\x11ReadOutputRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"\x19\n\tFileChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\">\n\rUploadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\'\n\x15ListDeliveriesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"I\n\x16ListDeliveriesResponse\x12/\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1b.waybill.v1.WebhookDelivery\"\xcc\x01\n\x0fWebhookDelivery\x12\x13\n\x0b\x64\x65livery_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12\x17\n\x0fnext_attempt_at\x18\x07 \x01(\t\x12,\n\x08\x61ttempts\x18\x08 \x03(\x0b\x32\x1a.waybill.v1.WebhookAttempt\x12\x12\n\ncreated_at\x18\t \x01(\t\"j\n\x0eWebhookAttempt\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x0f\n\x07sent_at\x18\x03 \x01(\t\x12\x13\n\x0bstatus_code\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"G\n\x17WebhookSubscribeRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\"p\n\x13WebhookSubscription\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x10\n\x08scope_id\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\x12\n\ncreated_at\x18\x05 \x01(\t\"B\n\x1fListWebhookSubscriptionsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\"Z\n ListWebhookSubscriptionsResponse\x12\x36\n\rsubscriptions\x18\x01 \x03(\x0b\x32\x1f.waybill.v1.WebhookSubscription\"U\n\x19WebhookUnsubscribeRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x17\n\x0fsubscription_id\x18\x03 \x01(\t\"\x1c\n\x1aWebhookUnsubscribeResponse\";\n\x15\x46orgetReceiptsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0f\n\x07run_ids\x18\x02 \x03(\t\")\n\x16\x46orgetReceiptsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"\xbc\x02\n\x13WriteReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\x12\x14\n\x0c\x61ssistant_id\x18\x07 \x01(\t\x12\x18\n\x10verify_workspace\x18\x08 \x01(\x08\x12\x11\n\tpresented\x18\t \x03(\t\x12\x0e\n\x06paused\x18\n \x01(\x08\x12\x0f\n\x07webhook\x18\x0b \x01(\t\x12\x13\n\x0bvalues_json\x18\x0c \x01(\x0c\x12\x12\n\nusage_json\x18\r \x01(\x0c\"#\n\x11GetReceiptRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xea\x02\n\x07Receipt\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12&\n\x07outcome\x18\x04 \x01(\x0e\x32\x15.waybill.v1.RunStatus\x12\x19\n\x11\x66inal_output_json\x18\x05 \x01(\x0c\x12#\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.waybill.v1.RunError\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0f\n\x07verdict\x18\x08 \x01(\t\x12\x16\n\x0everdict_reason\x18\t \x01(\t\x12\x11\n\tpresented\x18\n \x03(\t\x12\x10\n\x08produced\x18\x0b \x03(\t\x12\x0f\n\x07matched\x18\x0c \x03(\t\x12\'\n\x07\x63hanges\x18\r \x03(\x0b\x32\x16.waybill.v1.FileChange\x12\x12\n\nusage_json\x18\x0e \x01(\x0c\x12\x15\n\rwebhooks_held\x18\x0f \x01(\x05\x32\xf3\x07\n\x08\x44\x65livery\x12\x45\n\x08Snapshot\x12\x1b.waybill.v1.SnapshotRequest\x1a\x1c.waybill.v1.SnapshotResponse\x12\x44\n\x0cWriteReceipt\x12\x1f.waybill.v1.WriteReceiptRequest\x1a\x13.waybill.v1.Receipt\x12Z\n\x0f\x43onfirmFinished\x12\".waybill.v1.ConfirmFinishedRequest\x1a#.waybill.v1.ConfirmFinishedResponse\x12@\n\nGetReceipt\x12\x1d.waybill.v1.GetReceiptRequest\x1a\x13.waybill.v1.Receipt\x12W\n\x0e\x46orgetReceipts\x12!.waybill.v1.ForgetReceiptsRequest\x1a\".waybill.v1.ForgetReceiptsResponse\x12N\n\x0bListOutputs\x12\x1e.waybill.v1.ListOutputsRequest\x1a\x1f.waybill.v1.ListOutputsResponse\x12\x44\n\nReadOutput\x12\x1d.waybill.v1.ReadOutputRequest\x1a\x15.waybill.v1.FileChunk0\x01\x12>\n\x06Upload\x12\x19.waybill.v1.UploadRequest\x1a\x19.waybill.v1.WorkspaceFile\x12W\n\x0eListDeliveries\x12!.waybill.v1.ListDeliveriesRequest\x1a\".waybill.v1.ListDeliveriesResponse\x12X\n\x10SubscribeWebhook\x12#.waybill.v1.WebhookSubscribeRequest\x1a\x1f.waybill.v1.WebhookSubscription\x12u\n\x18ListWebhookSubscriptions\x12+.waybill.v1.ListWebhookSubscriptionsRequest\x1a,.waybill.v1.ListWebhookSubscriptionsResponse\x12\x63\n\x12UnsubscribeWebhook\x12%.waybill.v1.WebhookUnsubscribeRequest\x1a&.waybill.v1.WebhookUnsubscribeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waybill.v1.delivery_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FORGETRECEIPTSREQUEST']._serialized_start=66
-  _globals['_FORGETRECEIPTSREQUEST']._serialized_end=125
-  _globals['_FORGETRECEIPTSRESPONSE']._serialized_start=127
-  _globals['_FORGETRECEIPTSRESPONSE']._serialized_end=168
-  _globals['_WRITERECEIPTREQUEST']._serialized_start=171
-  _globals['_WRITERECEIPTREQUEST']._serialized_end=346
-  _globals['_GETRECEIPTREQUEST']._serialized_start=348
-  _globals['_GETRECEIPTREQUEST']._serialized_end=383
-  _globals['_RECEIPT']._serialized_start=386
-  _globals['_RECEIPT']._serialized_end=586
-  _globals['_DELIVERY']._serialized_start=589
-  _globals['_DELIVERY']._serialized_end=824
+  _globals['_SNAPSHOTREQUEST']._serialized_start=66
+  _globals['_SNAPSHOTREQUEST']._serialized_end=159
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=161
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=239
+  _globals['_WORKSPACEFILE']._serialized_start=241
+  _globals['_WORKSPACEFILE']._serialized_end=300
+  _globals['_FILECHANGE']._serialized_start=302
+  _globals['_FILECHANGE']._serialized_end=374
+  _globals['_CONFIRMFINISHEDREQUEST']._serialized_start=376
+  _globals['_CONFIRMFINISHEDREQUEST']._serialized_end=431
+  _globals['_CONFIRMFINISHEDRESPONSE']._serialized_start=433
+  _globals['_CONFIRMFINISHEDRESPONSE']._serialized_end=476
+  _globals['_LISTOUTPUTSREQUEST']._serialized_start=478
+  _globals['_LISTOUTPUTSREQUEST']._serialized_end=517
+  _globals['_LISTOUTPUTSRESPONSE']._serialized_start=519
+  _globals['_LISTOUTPUTSRESPONSE']._serialized_end=577
+  _globals['_OUTPUT']._serialized_start=579
+  _globals['_OUTPUT']._serialized_end=644
+  _globals['_READOUTPUTREQUEST']._serialized_start=646
+  _globals['_READOUTPUTREQUEST']._serialized_end=698
+  _globals['_FILECHUNK']._serialized_start=700
+  _globals['_FILECHUNK']._serialized_end=725
+  _globals['_UPLOADREQUEST']._serialized_start=727
+  _globals['_UPLOADREQUEST']._serialized_end=789
+  _globals['_LISTDELIVERIESREQUEST']._serialized_start=791
+  _globals['_LISTDELIVERIESREQUEST']._serialized_end=830
+  _globals['_LISTDELIVERIESRESPONSE']._serialized_start=832
+  _globals['_LISTDELIVERIESRESPONSE']._serialized_end=905
+  _globals['_WEBHOOKDELIVERY']._serialized_start=908
+  _globals['_WEBHOOKDELIVERY']._serialized_end=1112
+  _globals['_WEBHOOKATTEMPT']._serialized_start=1114
+  _globals['_WEBHOOKATTEMPT']._serialized_end=1220
+  _globals['_WEBHOOKSUBSCRIBEREQUEST']._serialized_start=1222
+  _globals['_WEBHOOKSUBSCRIBEREQUEST']._serialized_end=1293
+  _globals['_WEBHOOKSUBSCRIPTION']._serialized_start=1295
+  _globals['_WEBHOOKSUBSCRIPTION']._serialized_end=1407
+  _globals['_LISTWEBHOOKSUBSCRIPTIONSREQUEST']._serialized_start=1409
+  _globals['_LISTWEBHOOKSUBSCRIPTIONSREQUEST']._serialized_end=1475
+  _globals['_LISTWEBHOOKSUBSCRIPTIONSRESPONSE']._serialized_start=1477
+  _globals['_LISTWEBHOOKSUBSCRIPTIONSRESPONSE']._serialized_end=1567
+  _globals['_WEBHOOKUNSUBSCRIBEREQUEST']._serialized_start=1569
+  _globals['_WEBHOOKUNSUBSCRIBEREQUEST']._serialized_end=1654
+  _globals['_WEBHOOKUNSUBSCRIBERESPONSE']._serialized_start=1656
+  _globals['_WEBHOOKUNSUBSCRIBERESPONSE']._serialized_end=1684
+  _globals['_FORGETRECEIPTSREQUEST']._serialized_start=1686
+  _globals['_FORGETRECEIPTSREQUEST']._serialized_end=1745
+  _globals['_FORGETRECEIPTSRESPONSE']._serialized_start=1747
+  _globals['_FORGETRECEIPTSRESPONSE']._serialized_end=1788
+  _globals['_WRITERECEIPTREQUEST']._serialized_start=1791
+  _globals['_WRITERECEIPTREQUEST']._serialized_end=2107
+  _globals['_GETRECEIPTREQUEST']._serialized_start=2109
+  _globals['_GETRECEIPTREQUEST']._serialized_end=2144
+  _globals['_RECEIPT']._serialized_start=2147
+  _globals['_RECEIPT']._serialized_end=2509
+  _globals['_DELIVERY']._serialized_start=2512
+  _globals['_DELIVERY']._serialized_end=3523
 # @@protoc_insertion_point(module_scope)

@@ -34,10 +34,20 @@ class DeliveryStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.Snapshot = channel.unary_unary(
+                '/waybill.v1.Delivery/Snapshot',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.SnapshotResponse.FromString,
+                _registered_method=True)
         self.WriteReceipt = channel.unary_unary(
                 '/waybill.v1.Delivery/WriteReceipt',
                 request_serializer=waybill_dot_v1_dot_delivery__pb2.WriteReceiptRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_delivery__pb2.Receipt.FromString,
+                _registered_method=True)
+        self.ConfirmFinished = channel.unary_unary(
+                '/waybill.v1.Delivery/ConfirmFinished',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.ConfirmFinishedRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.ConfirmFinishedResponse.FromString,
                 _registered_method=True)
         self.GetReceipt = channel.unary_unary(
                 '/waybill.v1.Delivery/GetReceipt',
@@ -49,13 +59,71 @@ class DeliveryStub:
                 request_serializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsResponse.FromString,
                 _registered_method=True)
+        self.ListOutputs = channel.unary_unary(
+                '/waybill.v1.Delivery/ListOutputs',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.ListOutputsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.ListOutputsResponse.FromString,
+                _registered_method=True)
+        self.ReadOutput = channel.unary_stream(
+                '/waybill.v1.Delivery/ReadOutput',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.ReadOutputRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.FileChunk.FromString,
+                _registered_method=True)
+        self.Upload = channel.unary_unary(
+                '/waybill.v1.Delivery/Upload',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.UploadRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.WorkspaceFile.FromString,
+                _registered_method=True)
+        self.ListDeliveries = channel.unary_unary(
+                '/waybill.v1.Delivery/ListDeliveries',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.ListDeliveriesRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.ListDeliveriesResponse.FromString,
+                _registered_method=True)
+        self.SubscribeWebhook = channel.unary_unary(
+                '/waybill.v1.Delivery/SubscribeWebhook',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.WebhookSubscribeRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.WebhookSubscription.FromString,
+                _registered_method=True)
+        self.ListWebhookSubscriptions = channel.unary_unary(
+                '/waybill.v1.Delivery/ListWebhookSubscriptions',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.ListWebhookSubscriptionsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.ListWebhookSubscriptionsResponse.FromString,
+                _registered_method=True)
+        self.UnsubscribeWebhook = channel.unary_unary(
+                '/waybill.v1.Delivery/UnsubscribeWebhook',
+                request_serializer=waybill_dot_v1_dot_delivery__pb2.WebhookUnsubscribeRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_delivery__pb2.WebhookUnsubscribeResponse.FromString,
+                _registered_method=True)
 
 
 class DeliveryServicer:
     """Missing associated documentation comment in .proto file."""
 
+    def Snapshot(self, request, context):
+        """Snapshot the thread's workspace (path, size, sha256 of every file) before
+        the agent starts. The first snapshot of a run is kept: a runner that takes
+        the run over gets the same one, so files an earlier epoch wrote still count
+        as this run's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WriteReceipt(self, request, context):
-        """Record the run's receipt. One per (run, epoch); ALREADY_EXISTS on repeat.
+        """Record the run's receipt: snapshot the workspace again, compute the files
+        created, modified and deleted since the run's first snapshot, verify them
+        against the files the run presented, and give the verdict. In the same
+        transaction, the run's webhooks are put in the outbox, held until the
+        terminal status is confirmed. One per (run, epoch); ALREADY_EXISTS on
+        repeat, ABORTED for an epoch older than a stored receipt's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConfirmFinished(self, request, context):
+        """The terminal status of a run was written under this epoch: its held
+        webhooks become due. (Without this call, delivery asks admission itself.)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -76,13 +144,74 @@ class DeliveryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListOutputs(self, request, context):
+        """The thread's outputs: every file its runs presented that still exists.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadOutput(self, request, context):
+        """The bytes of one output, in chunks. NOT_FOUND unless it is a listed output.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Upload(self, request, context):
+        """Store an uploaded file under the thread's `uploads/` folder (replacing one
+        of the same name). INVALID_ARGUMENT for a name that is not a plain file name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDeliveries(self, request, context):
+        """A run's webhook deliveries and every attempt made for each.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubscribeWebhook(self, request, context):
+        """Subscribe a URL to the terminal status of every run of a thread or of an
+        assistant. The URL must pass the webhook target check (INVALID_ARGUMENT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWebhookSubscriptions(self, request, context):
+        """The subscriptions of a thread or an assistant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnsubscribeWebhook(self, request, context):
+        """Remove one subscription. NOT_FOUND when unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeliveryServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'Snapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.Snapshot,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.SnapshotRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.SnapshotResponse.SerializeToString,
+            ),
             'WriteReceipt': grpc.unary_unary_rpc_method_handler(
                     servicer.WriteReceipt,
                     request_deserializer=waybill_dot_v1_dot_delivery__pb2.WriteReceiptRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_delivery__pb2.Receipt.SerializeToString,
+            ),
+            'ConfirmFinished': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfirmFinished,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.ConfirmFinishedRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.ConfirmFinishedResponse.SerializeToString,
             ),
             'GetReceipt': grpc.unary_unary_rpc_method_handler(
                     servicer.GetReceipt,
@@ -94,6 +223,41 @@ def add_DeliveryServicer_to_server(servicer, server):
                     request_deserializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsResponse.SerializeToString,
             ),
+            'ListOutputs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOutputs,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.ListOutputsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.ListOutputsResponse.SerializeToString,
+            ),
+            'ReadOutput': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadOutput,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.ReadOutputRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.FileChunk.SerializeToString,
+            ),
+            'Upload': grpc.unary_unary_rpc_method_handler(
+                    servicer.Upload,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.UploadRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.WorkspaceFile.SerializeToString,
+            ),
+            'ListDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeliveries,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.ListDeliveriesRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.ListDeliveriesResponse.SerializeToString,
+            ),
+            'SubscribeWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubscribeWebhook,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.WebhookSubscribeRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.WebhookSubscription.SerializeToString,
+            ),
+            'ListWebhookSubscriptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhookSubscriptions,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.ListWebhookSubscriptionsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.ListWebhookSubscriptionsResponse.SerializeToString,
+            ),
+            'UnsubscribeWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnsubscribeWebhook,
+                    request_deserializer=waybill_dot_v1_dot_delivery__pb2.WebhookUnsubscribeRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_delivery__pb2.WebhookUnsubscribeResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'waybill.v1.Delivery', rpc_method_handlers)
@@ -104,6 +268,33 @@ def add_DeliveryServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Delivery:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Snapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/Snapshot',
+            waybill_dot_v1_dot_delivery__pb2.SnapshotRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.SnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def WriteReceipt(request,
@@ -122,6 +313,33 @@ class Delivery:
             '/waybill.v1.Delivery/WriteReceipt',
             waybill_dot_v1_dot_delivery__pb2.WriteReceiptRequest.SerializeToString,
             waybill_dot_v1_dot_delivery__pb2.Receipt.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfirmFinished(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/ConfirmFinished',
+            waybill_dot_v1_dot_delivery__pb2.ConfirmFinishedRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.ConfirmFinishedResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -176,6 +394,195 @@ class Delivery:
             '/waybill.v1.Delivery/ForgetReceipts',
             waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsRequest.SerializeToString,
             waybill_dot_v1_dot_delivery__pb2.ForgetReceiptsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOutputs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/ListOutputs',
+            waybill_dot_v1_dot_delivery__pb2.ListOutputsRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.ListOutputsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/waybill.v1.Delivery/ReadOutput',
+            waybill_dot_v1_dot_delivery__pb2.ReadOutputRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Upload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/Upload',
+            waybill_dot_v1_dot_delivery__pb2.UploadRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.WorkspaceFile.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/ListDeliveries',
+            waybill_dot_v1_dot_delivery__pb2.ListDeliveriesRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.ListDeliveriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/SubscribeWebhook',
+            waybill_dot_v1_dot_delivery__pb2.WebhookSubscribeRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.WebhookSubscription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhookSubscriptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/ListWebhookSubscriptions',
+            waybill_dot_v1_dot_delivery__pb2.ListWebhookSubscriptionsRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.ListWebhookSubscriptionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnsubscribeWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Delivery/UnsubscribeWebhook',
+            waybill_dot_v1_dot_delivery__pb2.WebhookUnsubscribeRequest.SerializeToString,
+            waybill_dot_v1_dot_delivery__pb2.WebhookUnsubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

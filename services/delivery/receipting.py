@@ -1,0 +1,80 @@
+"""Writing a receipt: snapshot after, changes since the run's first snapshot,
+the verdict, the webhooks owed; then one transaction stores it all."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from common import codec
+from common.settings import Settings
+from services.delivery.outbox_store import OutboxStore
+from services.delivery.store import OwedWebhook, ReceiptRecord, ReceiptStore
+from services.delivery.verification import RunEnding, judge
+from services.delivery.workspace_files import changes, snapshot, thread_root
+from waybill.v1 import delivery_pb2
+
+
+async def owed_webhooks(
+    request: delivery_pb2.WriteReceiptRequest, outbox: OutboxStore
+) -> list[OwedWebhook]:
+    """The run's own webhook, then its thread's and its assistant's subscribers
+    (one delivery per distinct URL)."""
+    targets: list[tuple[str, str]] = []
+    if request.webhook:
+        targets.append((request.webhook, "run"))
+    for scope, scope_id in (("thread", request.thread_id), ("assistant", request.assistant_id)):
+        if scope_id:
+            targets.extend((s.url, scope) for s in await outbox.subscriptions(scope, scope_id))
+    seen: set[str] = set()
+    owed = []
+    for url, source in targets:
+        if url not in seen:
+            seen.add(url)
+            owed.append(OwedWebhook(str(uuid.uuid4()), url, source))
+    return owed
+
+
+async def write_receipt(
+    request: delivery_pb2.WriteReceiptRequest,
+    settings: Settings,
+    store: ReceiptStore,
+    outbox: OutboxStore,
+) -> tuple[ReceiptRecord, int]:
+    """The stored receipt, and how many webhooks it holds in the outbox."""
+    outcome = codec.RUN_STATUS_NAMES.get(request.outcome, "error")
+    before = await store.first_snapshot(request.run_id) or []
+    after = await asyncio.to_thread(snapshot, thread_root(settings, request.thread_id))
+    changed = changes(before, after)
+    verdict = judge(
+        RunEnding(
+            outcome=outcome,
+            error_message=request.error.message,
+            verify_workspace=request.verify_workspace,
+            paused=request.paused,
+            presented=list(request.presented),
+        ),
+        changed,
+        after,
+    )
+    record = ReceiptRecord(
+        run_id=request.run_id,
+        epoch=request.epoch,
+        thread_id=request.thread_id,
+        assistant_id=request.assistant_id,
+        outcome=outcome,
+        verdict=verdict.verdict,
+        verdict_reason=verdict.reason,
+        final_output=request.final_output_json or b"null",
+        error_type=request.error.error,
+        error_message=request.error.message,
+        presented=verdict.presented,
+        produced=verdict.produced,
+        matched=verdict.matched,
+        changes=changed,
+        usage=codec.loads(request.usage_json, {}),
+        created_at=codec.now_utc(),
+    )
+    owed = await owed_webhooks(request, outbox)
+    await store.write(record, owed, request.values_json or b"null")
+    return record, len(owed)

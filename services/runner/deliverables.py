@@ -1,0 +1,77 @@
+"""What delivery needs from a run to verify it: whether its agent had workspace
+tools, and which files its `present_files` calls presented.
+
+Presented files come from the tool calls the run's model made (never from its
+text). A run's messages are those its checkpoints added: the history is walked
+back to the last checkpoint of another run, so a run taken over by another
+runner still counts what its earlier epochs presented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt import ToolNode
+from langgraph.pregel import Pregel
+
+from services.runner.agent.tools import authorized
+from services.runner.agent.workspace import WORKSPACE_TOOLS
+
+WORKSPACE_TOOL_NAMES = frozenset(t.name for t in WORKSPACE_TOOLS)
+PRESENT_FILES = "present_files"
+LEAD_AGENT = "lead_agent"
+
+
+def has_workspace_tools(
+    graph_id: str,
+    graph: Pregel,
+    configurable: dict[str, Any],
+    role_tools: Iterable[str] | None,
+) -> bool:
+    """The lead agent: when the run may use a workspace tool. Any other graph:
+    when one of its tool nodes holds a workspace tool."""
+    if graph_id == LEAD_AGENT:
+        names = {t.name for t in authorized(configurable, role_tools)}
+        return bool(names & WORKSPACE_TOOL_NAMES)
+    for node in graph.nodes.values():
+        bound = getattr(node, "bound", None)
+        if isinstance(bound, ToolNode) and set(bound.tools_by_name) & WORKSPACE_TOOL_NAMES:
+            return True
+    return False
+
+
+def _messages(values: Any) -> list[BaseMessage]:
+    if not isinstance(values, dict):
+        return []
+    messages = values.get("messages") or []
+    return [m for m in messages if isinstance(m, BaseMessage)]
+
+
+async def run_messages(graph: Pregel, config: RunnableConfig, run_id: str) -> list[BaseMessage]:
+    """The messages this run added to the thread."""
+    final = await graph.aget_state(config)
+    before: list[BaseMessage] = []
+    async for snapshot in graph.aget_state_history(config):
+        if (snapshot.metadata or {}).get("run_id") != run_id:
+            before = _messages(snapshot.values)
+            break
+    known = {m.id for m in before if m.id}
+    return [m for m in _messages(final.values) if not m.id or m.id not in known]
+
+
+def presented_paths(messages: Iterable[BaseMessage]) -> list[str]:
+    """Every path a present_files call named: a call the tool refused (a file that
+    does not exist) still counts, as the agent claimed it as a deliverable."""
+    paths: list[str] = []
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            if call.get("name") != PRESENT_FILES:
+                continue
+            named = (call.get("args") or {}).get("paths") or []
+            paths.extend(str(p) for p in named if isinstance(p, str))
+    return list(dict.fromkeys(paths))
