@@ -24,6 +24,7 @@ from common.identity import LOCAL_USER
 from common.sealed import secrets_key, unseal
 from common.settings import get_settings
 from common.usage import TokenCount, summarize
+from services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
 from services.runner.conversation import closing_answer, unanswered_tool_calls
 from services.runner.deliverables import has_workspace_tools, presented_paths, run_messages
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
@@ -287,8 +288,18 @@ class RunExecution:
         checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
         store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
         graph = self.graphs.build(self.run.graph_id, self.config, checkpointer, store)
-        await self._snapshot_workspace(graph)
-        outcome = await self._drive_with_limits(graph)
+        self.verify_workspace = self._verifies_workspace(graph)
+        if not self.verify_workspace:
+            outcome = await self._drive_with_limits(graph)
+        else:
+            # The before-snapshot is taken while the graph starts; file tools wait for it.
+            gate = SNAPSHOT_GATES[self.run.run_id] = SnapshotGate()
+            try:
+                snapshot = asyncio.create_task(self._snapshot_workspace(gate))
+                outcome = await self._drive_with_limits(graph)
+                await snapshot  # the receipt compares the workspace with it
+            finally:
+                del SNAPSHOT_GATES[self.run.run_id]
         if self.fence.lost:
             if self.handed_back:
                 STATS.runs_handed_back += 1
@@ -419,30 +430,46 @@ class RunExecution:
 
     # ---- delivery ----------------------------------------------------------------
 
-    async def _snapshot_workspace(self, graph: Pregel) -> None:
-        """The workspace before the agent starts (a takeover gets the run's first)."""
+    def _verifies_workspace(self, graph: Pregel) -> bool:
+        """Whether the run may use workspace tools, so its delivery is verified."""
         context = self.kwargs.get("context")
         role = context.get("role") if isinstance(context, dict) else None
         role_tools = get_settings().role_tools().get(role) if role else None
         configurable = dict(self.config.get("configurable") or {})
-        self.verify_workspace = has_workspace_tools(
-            self.run.graph_id, graph, configurable, role_tools
-        )
-        if not self.verify_workspace:
-            return
-        latest = await self.graphs.checkpointer.aget_tuple(thread_config(self.run.thread_id))
-        previous = str((latest.metadata or {}).get("run_id") or "") if latest else ""
-        self.fence.check("workspace snapshot")
-        await self.peers.delivery.Snapshot(
-            delivery_pb2.SnapshotRequest(
-                run_id=self.run.run_id,
-                thread_id=self.run.thread_id,
-                epoch=self.run.epoch,
-                # A resume continues the paused run: its files written before the pause count.
-                continues_run_id=previous if previous != self.run.run_id else "",
-            ),
-            timeout=self.peers.rpc_timeout,
-        )
+        return has_workspace_tools(self.run.graph_id, graph, configurable, role_tools)
+
+    async def _previous_run(self) -> str:
+        """The run that made the thread's last checkpoint before this run's own
+        (a resume continues it); empty when there is none."""
+        config = thread_config(self.run.thread_id)
+        latest = await self.graphs.checkpointer.aget_tuple(config)
+        if latest is None or latest.metadata.get("run_id") != self.run.run_id:
+            return str((latest.metadata.get("run_id") or "") if latest else "")
+        # The graph, started meanwhile, has checkpointed already: look past its own.
+        async for earlier in self.graphs.checkpointer.alist(config):
+            if earlier.metadata.get("run_id") != self.run.run_id:
+                return str(earlier.metadata.get("run_id") or "")
+        return ""
+
+    async def _snapshot_workspace(self, gate: SnapshotGate) -> None:
+        """The workspace before the agent starts (a takeover gets the run's first)."""
+        try:
+            previous = await self._previous_run()
+            self.fence.check("workspace snapshot")
+            await self.peers.delivery.Snapshot(
+                delivery_pb2.SnapshotRequest(
+                    run_id=self.run.run_id,
+                    thread_id=self.run.thread_id,
+                    epoch=self.run.epoch,
+                    # A resume continues the paused run: its files written before the pause count.
+                    continues_run_id=previous,
+                ),
+                timeout=self.peers.rpc_timeout,
+            )
+        except BaseException as error:
+            gate.open(failure=f"no snapshot of it could be taken ({type(error).__name__})")
+            raise
+        gate.open()
 
     async def _presented(self, graph: Pregel) -> list[str]:
         if not self.verify_workspace:

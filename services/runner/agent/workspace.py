@@ -7,6 +7,7 @@ and symlinks that point outside are refused with a tool error that says why.
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 from langchain_core.runnables import RunnableConfig
@@ -15,6 +16,41 @@ from langchain_core.tools import ToolException, tool
 from common.settings import get_settings
 
 MAX_READ_BYTES = 256 * 1024
+SNAPSHOT_WAIT_SECONDS = 60.0
+
+
+class SnapshotGate:
+    """Held shut until a run's before-snapshot of its workspace is taken.
+
+    The snapshot is taken while the graph starts (off the way to its first
+    token); a tool that changes files waits here first, so the snapshot never
+    sees a change the run made. Tools run in worker threads, hence a thread Event.
+    """
+
+    def __init__(self) -> None:
+        self._taken = threading.Event()
+        self.failure = ""
+
+    def open(self, failure: str = "") -> None:
+        self.failure = failure
+        self._taken.set()
+
+    def wait(self) -> None:
+        if not self._taken.wait(SNAPSHOT_WAIT_SECONDS):
+            raise ToolException("the workspace is not ready yet (its snapshot is late); retry")
+        if self.failure:
+            raise ToolException(f"the workspace cannot be changed: {self.failure}")
+
+
+# run id -> its gate, for the runs whose workspace is verified (see execution.py).
+SNAPSHOT_GATES: dict[str, SnapshotGate] = {}
+
+
+def wait_for_snapshot(config: RunnableConfig) -> None:
+    """Before changing a file: this run's workspace snapshot must be taken."""
+    gate = SNAPSHOT_GATES.get(str((config.get("configurable") or {}).get("run_id")))
+    if gate is not None:
+        gate.wait()
 
 
 def workspace_root(thread_id: str) -> Path:
@@ -53,6 +89,7 @@ def _shown(root: Path, path: Path) -> str:
 @tool
 def write_file(path: str, content: str, config: RunnableConfig) -> str:
     """Write a text file in the workspace (creates folders; replaces an existing file)."""
+    wait_for_snapshot(config)
     target = confined(config, path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(content)
@@ -83,6 +120,7 @@ def list_files(config: RunnableConfig, path: str = ".") -> list[str]:
 @tool
 def edit_file(path: str, old: str, new: str, config: RunnableConfig) -> str:
     """Replace the one occurrence of `old` with `new` in a workspace file."""
+    wait_for_snapshot(config)
     target = confined(config, path)
     if not target.is_file():
         raise ToolException(f"no file {path!r} in the workspace")
