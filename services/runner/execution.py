@@ -335,10 +335,11 @@ class RunExecution:
         self._record_the_end(outcome, snapshot)
         await self._drain_records()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
-            if receipt.webhooks_held:
-                await self._confirm_finished()
             self.fence.check("journal close")
-            await self.sink.close()
+            if receipt.webhooks_held:  # released while the streams are closed
+                await asyncio.gather(self._confirm_finished(), self.sink.close())
+            else:
+                await self.sink.close()
 
     async def _drive_with_limits(self, graph: Pregel) -> Outcome:
         self._graph_task = asyncio.create_task(self._drive_graph(graph))
