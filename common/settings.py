@@ -111,6 +111,13 @@ class Settings(BaseSettings):
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
     history_limit: int = 200  # messages the lead agent's model sees at most
 
+    # ---- IM channels (services/delivery/channels; the `channels` YAML section) ----
+    channel_edit_seconds: float = 1.0  # a streamed answer is edited at most this often
+    channel_http_timeout_seconds: float = 30.0  # each call to a platform's API
+    channel_poll_seconds: float = 25.0  # Telegram long polling: how long one getUpdates waits
+    channel_poll_retry_seconds: float = 2.0  # pause after a failed poll, or while not leader
+    channel_leader_seconds: float = 30.0  # the long-polling leader's lease (in the database)
+
     def workspaces_path(self) -> Path:
         return self.workspaces_dir or self.data_dir / "workspaces"
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import grpc
+
 from common import codec
 from common.errors import invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
+from services.delivery.channels.server import ChannelsService
+from services.delivery.channels.store import ChannelStore
 from services.delivery.store import ReceiptRecord, ReceiptStore
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
@@ -65,10 +69,18 @@ async def main() -> None:
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
     await store.migrate()
     servicer = DeliveryServicer(store)
+    channels = ChannelsService(settings, ChannelStore(store.engine))
+
+    def register(server: grpc.aio.Server) -> None:
+        delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server)
+        channels.register(server)
+
+    channels.start()
     await serve(
         "Delivery",
         settings.delivery_addr,
-        lambda server: delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server),
+        register,
+        on_stop=channels.stop,
         grace_seconds=settings.shutdown_grace_seconds,
     )
     await store.engine.dispose()
