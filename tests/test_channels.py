@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -274,3 +275,237 @@ async def test_the_same_update_to_two_gateways_and_two_deliveries_runs_once(
     runs = await thread_runs(http, thread_id_of("tg", chat, 0))
     assert len(runs) == 1
     assert len([c for c in fake.calls_to("telegram", chat) if c.method == "sendMessage"]) == 1
+
+
+# ---- Slack ---------------------------------------------------------------------------
+
+
+async def to_slack(http: httpx.AsyncClient, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return await http.post("/channels/slack/team/events", content=body, headers=headers)
+
+
+async def test_slack_event_with_a_bad_signature_is_refused(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    channel = f"C{uuid.uuid4().hex[:8].upper()}"
+    body = slack_event(channel, "hello from slack")
+    forged = slack_headers(body, secret="not-the-signing-secret")
+    refused = await to_slack(http, body, forged)
+    assert refused.status_code == 401, refused.text
+    assert "x-slack-signature" in refused.json()["detail"]
+    # Signed right, but for another body (tampered in flight).
+    tampered = await to_slack(http, body.replace(b"hello", b"HELLO"), slack_headers(body))
+    assert tampered.status_code == 401
+    stale = slack_headers(body) | {"X-Slack-Request-Timestamp": str(int(time.time()) - 3600)}
+    assert (await to_slack(http, body, stale)).status_code == 401
+    await asyncio.sleep(0.5)
+    assert fake.calls_to("slack", channel) == []
+
+
+async def test_slack_answers_in_the_thread_through_updates(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    challenge = json.dumps({"type": "url_verification", "challenge": "abc123"}).encode()
+    handshake = await to_slack(http, challenge, slack_headers(challenge))
+    assert handshake.status_code == 200 and handshake.json() == {"challenge": "abc123"}
+
+    channel = f"C{uuid.uuid4().hex[:8].upper()}"
+    body = slack_event(channel, f"<@UBOT> /tokens {TOKENS}")
+    assert (await to_slack(http, body, slack_headers(body))).status_code == 200
+    fake.wait_for("the answer", said(fake, "slack", channel, LONG_ANSWER.strip()))
+    first, *updates = fake.calls_to("slack", channel)
+    message_ts = json.loads(body)["event"]["ts"]
+    assert first.method == "chat.postMessage" and first.body["thread_ts"] == message_ts
+    assert updates and {call.method for call in updates} == {"chat.update"}
+    assert str(updates[-1].body["text"]) == LONG_ANSWER.strip()
+
+    # Threads per conversation: the reply thread is its own LangGraph thread.
+    (run,) = await thread_runs(http, thread_id_of("team", f"{channel}:{message_ts}", 0))
+    assert run["kwargs"]["context"]["channel"]["user"] == "U0ADA"
+
+
+# ---- the generic signed webhook -------------------------------------------------------
+
+
+def hook_headers(body: bytes, secret: str = HOOK_SECRET) -> dict[str, str]:
+    timestamp = str(int(time.time()))
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return {
+        "content-type": "application/json",
+        "X-Waybill-Timestamp": timestamp,
+        "X-Waybill-Signature": f"sha256={mac.hexdigest()}",
+    }
+
+
+async def test_signed_webhook_gets_a_signed_answer(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    chat = f"chat-{uuid.uuid4().hex[:8]}"
+    message = {"event_id": uuid.uuid4().hex, "chat_id": chat, "user_id": "u-7", "text": "ping"}
+    body = json.dumps(message).encode()
+    forged = await http.post(
+        "/channels/webhook/hook", content=body, headers=hook_headers(body, "x")
+    )
+    assert forged.status_code == 401
+    incomplete = json.dumps({"event_id": "e1", "chat_id": chat}).encode()
+    bad = await http.post(
+        "/channels/webhook/hook", content=incomplete, headers=hook_headers(incomplete)
+    )
+    assert bad.status_code == 422 and "user_id, text" in bad.json()["detail"]
+
+    assert (
+        await http.post("/channels/webhook/hook", content=body, headers=hook_headers(body))
+    ).status_code == 200
+    (reply,) = fake.wait_for("the signed answer", lambda: fake.calls_to("hook", chat))
+    assert reply.body["text"] == "You said: ping" and reply.body["event_id"] == message["event_id"]
+    timestamp = reply.headers["x-waybill-timestamp"]
+    expected = hmac.new(HOOK_SECRET.encode(), timestamp.encode() + b"." + reply.raw, hashlib.sha256)
+    assert reply.headers["x-waybill-signature"] == f"sha256={expected.hexdigest()}"
+
+
+# ---- commands and second messages ------------------------------------------------------
+
+SLOW = '/tool wait {"seconds": 30}'
+
+
+async def running_run(http: httpx.AsyncClient, thread_id: str) -> dict[str, Any]:
+    runs = await wait_runs(
+        http, thread_id, lambda runs: any(r["status"] == "running" for r in runs), "a running run"
+    )
+    return next(r for r in runs if r["status"] == "running")
+
+
+async def test_stop_interrupts_the_active_run_and_status_reports_it(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    chat = new_chat()
+    thread_id = thread_id_of("tg", chat, 0)
+    await to_telegram(http, "tg", telegram_update(chat, "/status"))
+    fake.wait_for("idle status", said(fake, "telegram", chat, "Idle"))
+
+    await to_telegram(http, "tg", telegram_update(chat, SLOW))
+    run = await running_run(http, thread_id)
+    await to_telegram(http, "tg", telegram_update(chat, "/status@waybill_bot"))
+    fake.wait_for(
+        "busy status", said(fake, "telegram", chat, f"Working on it (run {run['run_id']})")
+    )
+
+    await to_telegram(http, "tg", telegram_update(chat, "/stop"))
+    fake.wait_for("the stop reply", said(fake, "telegram", chat, "Stopped."))
+    (stopped,) = await wait_runs(
+        http, thread_id, lambda runs: runs[0]["status"] == "interrupted", "the run interrupted"
+    )
+    assert stopped["run_id"] == run["run_id"]
+    fake.wait_for("the answer marked stopped", said(fake, "telegram", chat, "(stopped)"))
+
+    await to_telegram(http, "tg", telegram_update(chat, "/stop"))
+    fake.wait_for("nothing to stop", said(fake, "telegram", chat, "Nothing is running."))
+
+
+async def test_new_starts_a_fresh_thread(http: httpx.AsyncClient, fake: FakePlatforms) -> None:
+    chat = new_chat()
+    await to_telegram(http, "tg", telegram_update(chat, "first"))
+    fake.wait_for("first answer", said(fake, "telegram", chat, "You said: first"))
+    await to_telegram(http, "tg", telegram_update(chat, "/new"))
+    fake.wait_for("new reply", said(fake, "telegram", chat, "Started a new conversation"))
+    await to_telegram(http, "tg", telegram_update(chat, "second"))
+    fake.wait_for("second answer", said(fake, "telegram", chat, "You said: second"))
+
+    old, new = thread_id_of("tg", chat, 0), thread_id_of("tg", chat, 1)
+    assert len(await thread_runs(http, old)) == 1
+    assert len(await thread_runs(http, new)) == 1
+    state = (await http.get(f"/threads/{new}/state")).json()
+    assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == ["second"]
+
+
+async def test_second_message_is_rejected_politely(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    chat = new_chat()
+    thread_id = thread_id_of("tg", chat, 0)
+    await to_telegram(http, "tg", telegram_update(chat, SLOW))
+    run = await running_run(http, thread_id)
+    await to_telegram(http, "tg", telegram_update(chat, "are you there?"))
+    fake.wait_for("the polite refusal", said(fake, "telegram", chat, BUSY))
+    assert [r["run_id"] for r in await thread_runs(http, thread_id)] == [run["run_id"]]
+    await to_telegram(http, "tg", telegram_update(chat, "/stop"))
+    fake.wait_for("stopped", said(fake, "telegram", chat, "(stopped)"))
+
+
+async def test_second_message_is_queued_behind_the_first(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    chat = new_chat()
+    thread_id = thread_id_of("tg-queue", chat, 0)
+    await to_telegram(http, "tg-queue", telegram_update(chat, '/tool wait {"seconds": 2}'))
+    await running_run(http, thread_id)
+    await to_telegram(http, "tg-queue", telegram_update(chat, "and then this"))
+    runs = await wait_runs(http, thread_id, lambda runs: len(runs) == 2, "two runs")
+    assert sorted(r["status"] for r in runs) == ["pending", "running"]
+    fake.wait_for("the queued answer", said(fake, "telegram", chat, "You said: and then this"))
+    runs = await wait_runs(
+        http, thread_id, lambda runs: all(r["status"] == "success" for r in runs), "both done"
+    )
+    assert not [t for t in texts(fake, "telegram", chat) if BUSY in t]
+
+
+async def test_second_message_interrupts_the_first(
+    http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    chat = new_chat()
+    thread_id = thread_id_of("tg-interrupt", chat, 0)
+    await to_telegram(http, "tg-interrupt", telegram_update(chat, SLOW))
+    first = await running_run(http, thread_id)
+    await to_telegram(http, "tg-interrupt", telegram_update(chat, "never mind, this"))
+    fake.wait_for("the new answer", said(fake, "telegram", chat, "You said: never mind, this"))
+    runs = {r["run_id"]: r["status"] for r in await thread_runs(http, thread_id)}
+    assert runs.pop(first["run_id"]) == "interrupted"
+    assert list(runs.values()) == ["success"]
+    fake.wait_for("the first answer marked stopped", said(fake, "telegram", chat, "(stopped)"))
+
+
+# ---- long polling ----------------------------------------------------------------------
+
+
+async def test_long_polling_takes_each_update_once(
+    second_gateway: str, http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    """Two delivery replicas run (see `second_gateway`); one leads the polling."""
+    chat = new_chat()
+    update = telegram_update(chat, "polled hello")
+    fake.push_update(update)
+    fake.wait_for("the polled answer", said(fake, "telegram", chat, "You said: polled hello"))
+    await asyncio.sleep(1.0)
+    assert len(await thread_runs(http, thread_id_of("tg-poll", chat, 0))) == 1
+    assert len([c for c in fake.calls_to("telegram", chat) if c.method == "sendMessage"]) == 1
+
+
+# ---- secrets ---------------------------------------------------------------------------
+
+
+def stack_logs(stack: Stack) -> dict[str, str]:
+    assert stack.log_dir is not None
+    return {p.name: p.read_text(errors="replace") for p in Path(stack.log_dir).glob("*.log")}
+
+
+async def test_no_secret_reaches_the_logs_or_the_journal(
+    channel_stack: Stack, second_gateway: str, http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    """Last of the module: every test above has run through the stack."""
+    chat = new_chat()
+    await to_telegram(http, "tg", telegram_update(chat, '/tool add {"a": 1, "b": 2}'))
+    fake.wait_for("the answer", said(fake, "telegram", chat, "returned"))
+    thread_id = thread_id_of("tg", chat, 0)
+    (run,) = await wait_runs(http, thread_id, lambda r: r and r[0]["status"] == "success", "done")
+    seen = []
+    base = f"/threads/{thread_id}/runs/{run['run_id']}"
+    seen.append((await http.get(f"{base}/events", params={"limit": 1000})).text)
+    seen.append((await http.get(f"{base}/stream", headers={"Last-Event-ID": "-1"})).text)
+    seen.append((await http.get(base)).text)
+    seen.append((await http.get(f"/threads/{thread_id}/state")).text)
+    logs = stack_logs(channel_stack)
+    assert set(logs) >= {"delivery.log", "gateway.log", "delivery-2.log", "gateway-2.log"}
+    seen.extend(logs.values())
+    assert any("telegram" in text for text in seen)  # the material is really there
+    for secret in SECRETS:
+        assert all(secret not in text for text in seen), "a secret leaked"
