@@ -38,7 +38,9 @@ TELEGRAM_SECRET = f"tg-secret-{uuid.uuid4().hex}"
 SLACK_TOKEN = f"xoxb-{uuid.uuid4().hex}"
 SLACK_SIGNING = f"slack-signing-{uuid.uuid4().hex}"
 HOOK_SECRET = f"hook-secret-{uuid.uuid4().hex}"
-SECRETS = (TELEGRAM_TOKEN, TELEGRAM_SECRET, SLACK_TOKEN, SLACK_SIGNING, HOOK_SECRET)
+# Auth is on: the channels act for alice; bob is someone else.
+KEYS = {"alice": f"alice-{uuid.uuid4().hex}", "bob": f"bob-{uuid.uuid4().hex}"}
+SECRETS = (TELEGRAM_TOKEN, TELEGRAM_SECRET, SLACK_TOKEN, SLACK_SIGNING, HOOK_SECRET, *KEYS.values())
 
 TOKENS = 300
 LONG_ANSWER = "".join(f"t{i} " for i in range(TOKENS))
@@ -50,6 +52,7 @@ def telegram_channel(name: str, busy: str, **extra: Any) -> dict[str, Any]:
     return {
         "name": name,
         "platform": "telegram",
+        "owner": "alice",
         "busy": busy,
         "bot_token_env": "TEST_TG_TOKEN",
         "secret_token_env": "TEST_TG_SECRET",
@@ -71,6 +74,12 @@ def channel_stack(
     data_dir = tmp_path_factory.mktemp(f"channels-{request.param}")
     tg = f"{fake.url}/tg"
     config = {
+        "auth": {
+            "principals": [
+                {"user_id": user, "key_sha256": hashlib.sha256(key.encode()).hexdigest()}
+                for user, key in KEYS.items()
+            ]
+        },
         "channels": [
             telegram_channel("tg", "reject", api_base=tg),
             telegram_channel("tg-queue", "enqueue", api_base=tg),
@@ -79,6 +88,7 @@ def channel_stack(
             {
                 "name": "team",
                 "platform": "slack",
+                "owner": "alice",
                 "threads": "conversation",
                 "bot_token_env": "TEST_SLACK_TOKEN",
                 "signing_secret_env": "TEST_SLACK_SIGNING",
@@ -87,10 +97,11 @@ def channel_stack(
             {
                 "name": "hook",
                 "platform": "webhook",
+                "owner": "alice",
                 "secret_env": "TEST_HOOK_SECRET",
                 "reply_url": f"{fake.url}/hook",
             },
-        ]
+        ],
     }
     config_path = data_dir / "waybill.yaml"
     config_path.write_text(yaml.safe_dump(config))
@@ -119,7 +130,9 @@ def channel_stack(
 
 @pytest.fixture
 async def http(channel_stack: Stack) -> Any:
-    async with httpx.AsyncClient(base_url=channel_stack.url, timeout=30) as client:
+    """Alice's client: the platforms' routes need no key, her threads need hers."""
+    headers = {"x-api-key": KEYS["alice"]}
+    async with httpx.AsyncClient(base_url=channel_stack.url, timeout=30, headers=headers) as client:
         yield client
 
 
@@ -234,8 +247,12 @@ async def test_telegram_message_streams_the_answer_through_edits(
     thread_id = thread_id_of("tg", chat, 0)
     (run,) = await thread_runs(http, thread_id)
     assert run["status"] == "success"
+    assert run["kwargs"]["context"]["user_id"] == "alice"
     channel = run["kwargs"]["context"]["channel"]
     assert channel == {"platform": "telegram", "channel": "tg", "user": "4242", "chat": chat}
+    async with httpx.AsyncClient(base_url=str(http.base_url)) as bob:
+        bobs = await bob.get(f"/threads/{thread_id}", headers={"x-api-key": KEYS["bob"]})
+        assert bobs.status_code == 404  # alice's thread, invisible to others
 
 
 async def test_telegram_webhook_without_its_secret_token_is_refused(
