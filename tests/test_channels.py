@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +61,40 @@ def telegram_channel(name: str, busy: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakePlatforms]:
-    platforms = FakePlatforms(TELEGRAM_TOKEN, SLACK_TOKEN).start()
-    yield platforms
-    platforms.stop()
+@dataclass
+class ChannelWorld:
+    """A stack and the fake platforms it talks to (one of each per storage mode)."""
+
+    stack: Stack
+    fake: FakePlatforms
 
 
 @pytest.fixture(scope="module", params=MODES)
-def channel_stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, fake: FakePlatforms
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ChannelWorld]:
+    fake = FakePlatforms(TELEGRAM_TOKEN, SLACK_TOKEN).start()
+    try:
+        for stack in _channel_stack(request.param, tmp_path_factory, fake):
+            yield ChannelWorld(stack, fake)
+    finally:
+        fake.stop()
+
+
+@pytest.fixture(scope="module")
+def channel_stack(world: ChannelWorld) -> Stack:
+    return world.stack
+
+
+@pytest.fixture(scope="module")
+def fake(world: ChannelWorld) -> FakePlatforms:
+    return world.fake
+
+
+def _channel_stack(
+    mode: str, tmp_path_factory: pytest.TempPathFactory, fake: FakePlatforms
 ) -> Iterator[Stack]:
-    data_dir = tmp_path_factory.mktemp(f"channels-{request.param}")
+    data_dir = tmp_path_factory.mktemp(f"channels-{mode}")
     tg = f"{fake.url}/tg"
     config = {
         "auth": {
@@ -117,7 +140,7 @@ def channel_stack(
         "TEST_SLACK_SIGNING": SLACK_SIGNING,
         "TEST_HOOK_SECRET": HOOK_SECRET,
     }
-    if request.param == "postgres":
+    if mode == "postgres":
         with (
             fresh_postgres_database() as url,
             running_stack(stack_env(data_dir, url, **extra), data_dir) as stack,

@@ -53,6 +53,16 @@ BUSY_POLICY = {
     "enqueue": common_pb2.MULTITASK_STRATEGY_ENQUEUE,
     "interrupt": common_pb2.MULTITASK_STRATEGY_INTERRUPT,
 }
+# Admission's verdicts on a request; any other code is a fault worth retrying.
+REFUSALS = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+)
 ACTIVE = (common_pb2.RUN_STATUS_RUNNING, common_pb2.RUN_STATUS_PENDING)
 
 
@@ -150,8 +160,11 @@ class ChannelDispatcher:
             if error.code() == grpc.StatusCode.ABORTED and spec.busy == "reject":
                 self._say(adapter, message, commands.BUSY)
                 return
-            if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise ServiceError(error.code(), "Admission is unavailable; retry.") from None
+            if error.code() not in REFUSALS:  # a fault, not a verdict: the retry is taken
+                log.warning("channel %s: admission failed: %s", spec.name, error.code().name)
+                raise ServiceError(
+                    grpc.StatusCode.UNAVAILABLE, "Could not start the run now; retry."
+                ) from None
             log.warning("channel %s: run refused: %s", spec.name, error.details())
             self._say(adapter, message, commands.CANNOT_START)
             return

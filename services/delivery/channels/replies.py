@@ -100,6 +100,7 @@ class StreamedReply:
     shown_at: float = -math.inf
 
     async def show(self, text: str, final: bool = False) -> None:
+        text = text.rstrip()  # platforms trim it anyway; an edit must change something
         if text == self.shown or not text:
             return  # Telegram refuses an edit that changes nothing
         if not final and time.monotonic() - self.shown_at < self.edit_seconds:
@@ -126,6 +127,8 @@ async def stream_reply(
     async for batch in run_events(journal, run_id):
         for event in batch:
             answer.take(event)
-        if adapter.streams_edits:
-            await reply.show(answer.text)
+            # Event by event: the first words are posted as soon as they exist,
+            # even when the rest arrived with them; the throttle spaces the edits.
+            if adapter.streams_edits:
+                await reply.show(answer.text)
     await reply.show(answer.final(await run_status()), final=True)
