@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     channel_poll_seconds: float = 25.0  # Telegram long polling: how long one getUpdates waits
     channel_poll_retry_seconds: float = 2.0  # pause after a failed poll, or while not leader
     channel_leader_seconds: float = 30.0  # the long-polling leader's lease (in the database)
+    # A replica streaming an answer holds it under this lease; a dead replica's
+    # answers are adopted by another one, which looks for them this often.
+    channel_reply_lease_seconds: float = 30.0
+    channel_reply_sweep_seconds: float = 5.0
 
     def workspaces_path(self) -> Path:
         return self.workspaces_dir or self.data_dir / "workspaces"

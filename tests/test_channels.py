@@ -20,7 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from common.launch import Stack
+from common.launch import Stack, grpc_serving
 from services.delivery.channels.store import thread_id_of
 from tests.conftest import MODES
 from tests.fake_platforms import FakePlatforms
@@ -30,6 +30,7 @@ from tests.stacks import (
     stack_env,
     start_second,
     start_second_gateway,
+    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -134,6 +135,8 @@ def _channel_stack(
         "WAYBILL_CHANNEL_POLL_SECONDS": "1",
         "WAYBILL_CHANNEL_POLL_RETRY_SECONDS": "0.2",
         "WAYBILL_CHANNEL_LEADER_SECONDS": "4",
+        "WAYBILL_CHANNEL_REPLY_LEASE_SECONDS": "1.5",
+        "WAYBILL_CHANNEL_REPLY_SWEEP_SECONDS": "0.3",
         "TEST_TG_TOKEN": TELEGRAM_TOKEN,
         "TEST_TG_SECRET": TELEGRAM_SECRET,
         "TEST_SLACK_TOKEN": SLACK_TOKEN,
@@ -518,6 +521,35 @@ async def test_long_polling_takes_each_update_once(
     await asyncio.sleep(1.0)
     assert len(await thread_runs(http, thread_id_of("tg-poll", chat, 0))) == 1
     assert len([c for c in fake.calls_to("telegram", chat) if c.method == "sendMessage"]) == 1
+
+
+# ---- an answer outlives the delivery replica that was streaming it ----------------------
+
+
+async def test_an_answer_is_finished_after_its_delivery_process_dies(
+    channel_stack: Stack, http: httpx.AsyncClient, fake: FakePlatforms
+) -> None:
+    chat = new_chat()
+    thread_id = thread_id_of("tg", chat, 0)
+    await to_telegram(http, "tg", telegram_update(chat, '/tool wait {"seconds": 6}'))
+    await running_run(http, thread_id)
+    delivery = channel_stack.processes["delivery"]
+    delivery.kill()  # SIGKILL: no goodbye; its lease on the answer just lapses
+    delivery.wait()
+    # Back before the run ends (its receipt needs a delivery service).
+    channel_stack.start_one("delivery")
+    wait_until(lambda: grpc_serving(channel_stack.address_of("delivery")), "delivery back")
+
+    answer = "Tool wait returned: waited 6 s"
+    fake.wait_for("the adopted answer", said(fake, "telegram", chat, answer))
+    (run,) = await wait_runs(http, thread_id, lambda r: r[0]["status"] != "running", "the end")
+    assert run["status"] == "success"  # one run, answered by whichever replica adopted it
+    await asyncio.sleep(1.0)
+    assert texts(fake, "telegram", chat).count(answer) == 1
+    adopted = f"adopted the answer of run {run['run_id']}"
+    assert any(
+        adopted in log for name, log in stack_logs(channel_stack).items() if "delivery" in name
+    )
 
 
 # ---- secrets ---------------------------------------------------------------------------

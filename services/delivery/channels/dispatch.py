@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Mapping
+from dataclasses import asdict
 from typing import Any
 
 import grpc
@@ -36,7 +37,7 @@ from services.delivery.channels.config import ChannelSpec, owner_principal
 from services.delivery.channels.replies import stream_reply
 from services.delivery.channels.signed_webhook import SignedWebhookAdapter
 from services.delivery.channels.slack import SlackAdapter
-from services.delivery.channels.store import ChannelStore
+from services.delivery.channels.store import HOLDER, ChannelStore, OwedReply
 from services.delivery.channels.telegram import TelegramAdapter
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2, journal_pb2_grpc
 
@@ -170,23 +171,75 @@ class ChannelDispatcher:
             return
         await self.store.event_started(spec.name, message.event_id, run.run_id)
         log.info("channel %s: event %s started run %s", spec.name, message.event_id, run.run_id)
-        self._background(
-            stream_reply(
+        owed = OwedReply(
+            run.run_id, run.thread_id, spec.name, codec.dumps(asdict(message)).decode(), None
+        )
+        await self.store.owe_reply(owed, HOLDER, self.settings.channel_reply_lease_seconds)
+        self._background(self._answer(adapter, message, owed), f"answer of run {run.run_id}")
+
+    async def _answer(
+        self, adapter: ChannelAdapter, message: InboundMessage, owed: OwedReply
+    ) -> None:
+        """Stream one answer while holding its lease. Should this replica die, the
+        lease expires and another replica adopts the answer (`adopt_orphans`)."""
+        streaming = asyncio.current_task()
+        assert streaming is not None
+        holding = asyncio.create_task(self._hold(owed.run_id, streaming))
+
+        async def posted(handle: str) -> None:
+            await self.store.reply_posted(owed.run_id, HOLDER, handle)
+
+        try:
+            await stream_reply(
                 adapter,
                 message,
-                run.run_id,
+                owed.run_id,
                 self.journal,
-                lambda: self._status_of(adapter, message, run),
+                lambda: self._status_of(adapter, message, owed),
                 self.settings.channel_edit_seconds,
-            ),
-            f"answer of run {run.run_id}",
+                owed.handle,
+                posted,
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise  # the journal or admission is away: the lease lapses, it is adopted
+        finally:
+            holding.cancel()
+        await self.store.reply_done(owed.run_id)
+
+    async def _hold(self, run_id: str, streaming: asyncio.Task[Any]) -> None:
+        lease = self.settings.channel_reply_lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                held = await self.store.hold_reply(run_id, HOLDER, lease)
+            except Exception as error:  # the database is away: try again soon
+                log.warning("answer of run %s: lease not renewed: %s", run_id, type(error).__name__)
+                continue
+            if not held:  # another replica adopted it: stop, it goes on
+                streaming.cancel()
+                return
+
+    async def adopt_orphans(self) -> int:
+        """Resume answers whose replica died; returns how many were adopted."""
+        owed_list = await self.store.adopt_replies(
+            HOLDER, self.settings.channel_reply_lease_seconds
         )
+        for owed in owed_list:
+            adapter = self.adapters.get(owed.channel)
+            if adapter is None:  # the channel left the config
+                await self.store.reply_done(owed.run_id)
+                continue
+            message = InboundMessage(**codec.loads(owed.message))
+            log.info("channel %s: adopted the answer of run %s", owed.channel, owed.run_id)
+            self._background(self._answer(adapter, message, owed), f"answer of run {owed.run_id}")
+        return len(owed_list)
 
     async def _status_of(
-        self, adapter: ChannelAdapter, message: InboundMessage, run: common_pb2.Run
+        self, adapter: ChannelAdapter, message: InboundMessage, owed: OwedReply
     ) -> int:
         found = await self.admission.GetRun(
-            admission_pb2.GetRunRequest(thread_id=run.thread_id, run_id=run.run_id),
+            admission_pb2.GetRunRequest(thread_id=owed.thread_id, run_id=owed.run_id),
             metadata=self._metadata(adapter, message),
             timeout=self.settings.rpc_timeout_seconds,
         )

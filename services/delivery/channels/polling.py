@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import uuid
 
 from common.settings import Settings
 from services.delivery.channels.adapter import InboundMessage, PlatformCallFailed
 from services.delivery.channels.dispatch import ChannelDispatcher
-from services.delivery.channels.store import ChannelStore
+from services.delivery.channels.store import HOLDER, ChannelStore
 from services.delivery.channels.telegram import TelegramAdapter
 
 log = logging.getLogger("waybill.channels")
-
-HOLDER = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class TelegramPoller:

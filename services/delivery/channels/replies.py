@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +95,8 @@ class StreamedReply:
     adapter: ChannelAdapter
     message: InboundMessage
     edit_seconds: float
-    handle: str | None = None
+    handle: str | None = None  # set when resuming an answer another replica posted
+    on_posted: Callable[[str], Awaitable[None]] | None = None
     shown: str = ""
     shown_at: float = -math.inf
 
@@ -107,6 +108,8 @@ class StreamedReply:
             return
         if self.handle is None:
             self.handle = await self.adapter.post(self.message, text)
+            if self.on_posted is not None:
+                await self.on_posted(self.handle)
         else:
             await self.adapter.edit(self.message, self.handle, text)
         self.shown, self.shown_at = text, time.monotonic()
@@ -117,13 +120,16 @@ async def stream_reply(
     message: InboundMessage,
     run_id: str,
     journal: journal_pb2_grpc.JournalStub,
-    run_status: Any,
+    run_status: Callable[[], Awaitable[int]],
     edit_seconds: float,
+    handle: str | None = None,
+    on_posted: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """Follow the run to its end, showing its answer in the chat as it grows.
-    `run_status()` reads the run's status once its log is complete."""
+    `run_status()` reads the run's status once its log is complete. A resumed
+    answer replays the run's log from the start and edits its earlier post."""
     answer = AnswerText()
-    reply = StreamedReply(adapter, message, edit_seconds)
+    reply = StreamedReply(adapter, message, edit_seconds, handle, on_posted)
     async for batch in run_events(journal, run_id):
         for event in batch:
             answer.take(event)

@@ -62,6 +62,7 @@ class ChannelsService:
             if isinstance(adapter, TelegramAdapter) and adapter.spec.mode == "polling"
         ]
         self.tasks: list[asyncio.Task[None]] = []
+        self.sweep_seconds = settings.channel_reply_sweep_seconds
         if specs:
             log.info("channels: %s", ", ".join(f"{s.name} ({s.platform})" for s in specs.values()))
 
@@ -70,6 +71,17 @@ class ChannelsService:
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(poller.run()) for poller in self.pollers]
+        if self.dispatcher.adapters:
+            self.tasks.append(asyncio.create_task(self._adopt_orphans()))
+
+    async def _adopt_orphans(self) -> None:
+        """Answers a dead replica was streaming are resumed here."""
+        while True:
+            try:
+                await self.dispatcher.adopt_orphans()
+            except Exception as error:  # the database may be restarting
+                log.warning("channels: adopting answers failed: %s", type(error).__name__)
+            await asyncio.sleep(self.sweep_seconds)
 
     async def stop(self) -> None:
         for task in self.tasks:

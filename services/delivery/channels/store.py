@@ -7,7 +7,9 @@ held for the cluster.
 
 from __future__ import annotations
 
+import os
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import (
@@ -18,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     and_,
     delete,
     insert,
@@ -29,6 +32,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common import codec
+
+# This replica, as the holder of leases (polling, answers being streamed).
+HOLDER = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 # Thread ids of channel conversations: uuid5(CHANNEL_THREADS, "<channel>:<conversation>").
 CHANNEL_THREADS = uuid.UUID("0b5e3a52-63a4-5c1e-9d53-7a1f0c4e2b10")
@@ -58,6 +64,31 @@ channel_leases = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("cursor", BigInteger, nullable=False),
 )
+
+
+channel_replies = Table(
+    "channel_replies",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("thread_id", String(36), nullable=False),
+    Column("channel", String(64), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("handle", String(128), nullable=True),
+    Column("holder", String(128), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+
+@dataclass
+class OwedReply:
+    """An answer a chat is still owed: which run, for which message, and the
+    platform's handle of the post once there is one."""
+
+    run_id: str
+    thread_id: str
+    channel: str
+    message: str  # the InboundMessage as JSON (ids and text; never a secret)
+    handle: str | None
 
 
 def thread_id_of(channel: str, conversation: str, generation: int) -> str:
@@ -206,3 +237,60 @@ class ChannelStore:
                 .where(channel_leases.c.name == name, channel_leases.c.holder == holder)
                 .values(expires_at=codec.now_utc())
             )
+
+    # ---- answers owed --------------------------------------------------------------
+
+    async def owe_reply(self, reply: OwedReply, holder: str, seconds: float) -> None:
+        until = codec.now_utc() + timedelta(seconds=seconds)
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(channel_replies).values(**reply.__dict__, holder=holder, expires_at=until)
+            )
+
+    async def hold_reply(self, run_id: str, holder: str, seconds: float) -> bool:
+        """Renew the lease on an answer being streamed; False when another replica took it."""
+        until = codec.now_utc() + timedelta(seconds=seconds)
+        async with self.engine.begin() as conn:
+            held = await conn.execute(
+                update(channel_replies)
+                .where(channel_replies.c.run_id == run_id, channel_replies.c.holder == holder)
+                .values(expires_at=until)
+            )
+        return bool(held.rowcount)
+
+    async def reply_posted(self, run_id: str, holder: str, handle: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(channel_replies)
+                .where(channel_replies.c.run_id == run_id, channel_replies.c.holder == holder)
+                .values(handle=handle)
+            )
+
+    async def reply_done(self, run_id: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(channel_replies).where(channel_replies.c.run_id == run_id))
+
+    async def adopt_replies(self, holder: str, seconds: float, limit: int = 20) -> list[OwedReply]:
+        """Take over answers whose replica stopped renewing them (it died)."""
+        now = codec.now_utc()
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(channel_replies.c.run_id)
+                    .where(channel_replies.c.expires_at < now)
+                    .limit(limit)
+                )
+            ).all()
+        adopted = []
+        for (run_id,) in rows:
+            async with self.engine.begin() as conn:
+                taken = await conn.execute(
+                    update(channel_replies)
+                    .where(channel_replies.c.run_id == run_id, channel_replies.c.expires_at < now)
+                    .values(holder=holder, expires_at=now + timedelta(seconds=seconds))
+                    .returning(*[channel_replies.c[f] for f in OwedReply.__dataclass_fields__])
+                )
+                row = taken.first()
+            if row is not None:  # not adopted by another replica meanwhile
+                adopted.append(OwedReply(**row._mapping))
+        return adopted
