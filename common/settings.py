@@ -121,6 +121,10 @@ class Settings(BaseSettings):
     # answers are adopted by another one, which looks for them this often.
     channel_reply_lease_seconds: float = 30.0
     channel_reply_sweep_seconds: float = 5.0
+    # Inbound event ids are remembered this long (platforms retry for hours, not
+    # days), and the forgetting runs this often.
+    channel_dedupe_seconds: float = 7 * 86400.0
+    channel_dedupe_sweep_seconds: float = 3600.0
 
     def workspaces_path(self) -> Path:
         return self.workspaces_dir or self.data_dir / "workspaces"

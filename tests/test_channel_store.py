@@ -48,6 +48,10 @@ async def test_an_event_is_taken_once_across_replicas(
     assert await one.take_event("other-channel", "777")  # ids are per channel
     await two.release_event("tg", "777")  # its handling failed: a retry is taken
     assert await one.take_event("tg", "777")
+    assert await two.forget_events(3600) == 0  # kept while a platform may retry
+    await asyncio.sleep(0.05)
+    assert await two.forget_events(0.01) >= 2  # then forgotten
+    assert await one.take_event("tg", "777")
 
 
 async def test_new_moves_a_conversation_to_a_fresh_thread(

@@ -276,6 +276,12 @@ async def test_telegram_message_streams_the_answer_through_edits(
     assert run["kwargs"]["context"]["user_id"] == "alice"
     channel = run["kwargs"]["context"]["channel"]
     assert channel == {"platform": "telegram", "channel": "tg", "user": "4242", "chat": chat}
+    thread = (await http.get(f"/threads/{thread_id}")).json()
+    assert {"channel": "tg", "platform": "telegram", "chat": chat}.items() <= thread[
+        "metadata"
+    ].items()
+    found = await http.post("/threads/search", json={"metadata": {"channel": "tg", "chat": chat}})
+    assert [t["thread_id"] for t in found.json()] == [thread_id]
     async with httpx.AsyncClient(base_url=str(http.base_url)) as bob:
         bobs = await bob.get(f"/threads/{thread_id}", headers={"x-api-key": KEYS["bob"]})
         assert bobs.status_code == 404  # alice's thread, invisible to others

@@ -152,6 +152,19 @@ class ChannelDispatcher:
             idempotency_key=f"channel:{spec.name}:{message.event_id}",
         )
         try:
+            # The thread says where it came from, so that its owner finds it
+            # (`/threads/search` by metadata); an existing thread is left as is.
+            await self.admission.CreateThread(
+                admission_pb2.CreateThreadRequest(
+                    thread_id=thread_id,
+                    metadata_json=codec.dumps(
+                        {"channel": spec.name, "platform": spec.platform, "chat": message.chat}
+                    ),
+                    if_exists="do_nothing",
+                ),
+                metadata=self._metadata(adapter, message),
+                timeout=self.settings.rpc_timeout_seconds,
+            )
             run = await self.admission.StartRun(
                 request,
                 metadata=self._metadata(adapter, message),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 
 import grpc
 import httpx
@@ -62,7 +64,8 @@ class ChannelsService:
             if isinstance(adapter, TelegramAdapter) and adapter.spec.mode == "polling"
         ]
         self.tasks: list[asyncio.Task[None]] = []
-        self.sweep_seconds = settings.channel_reply_sweep_seconds
+        self.settings = settings
+        self.store = store
         if specs:
             log.info("channels: %s", ", ".join(f"{s.name} ({s.platform})" for s in specs.values()))
 
@@ -75,13 +78,18 @@ class ChannelsService:
             self.tasks.append(asyncio.create_task(self._adopt_orphans()))
 
     async def _adopt_orphans(self) -> None:
-        """Answers a dead replica was streaming are resumed here."""
+        """Answers a dead replica was streaming are resumed here; old event ids
+        are forgotten now and then."""
+        forgotten_at = -math.inf
         while True:
             try:
                 await self.dispatcher.adopt_orphans()
+                if time.monotonic() - forgotten_at >= self.settings.channel_dedupe_sweep_seconds:
+                    await self.store.forget_events(self.settings.channel_dedupe_seconds)
+                    forgotten_at = time.monotonic()
             except Exception as error:  # the database may be restarting
-                log.warning("channels: adopting answers failed: %s", type(error).__name__)
-            await asyncio.sleep(self.sweep_seconds)
+                log.warning("channels: upkeep failed: %s", type(error).__name__)
+            await asyncio.sleep(self.settings.channel_reply_sweep_seconds)
 
     async def stop(self) -> None:
         for task in self.tasks:

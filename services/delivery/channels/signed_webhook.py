@@ -5,7 +5,8 @@ Both ways, a request is signed: `X-Waybill-Timestamp: <unix seconds>` and
 the channel's shared secret. Inbound body:
 `{"event_id", "chat_id", "user_id", "text", "conversation_id"?}`. The answer is
 POSTed once, when the run ends, to the channel's `reply_url`:
-`{"channel", "event_id", "chat_id", "conversation_id", "text", "status"}`.
+`{"channel", "event_id", "chat_id", "conversation_id", "text"}` (a command's
+answer too).
 """
 
 from __future__ import annotations
@@ -76,9 +77,6 @@ class SignedWebhookAdapter(ChannelAdapter):
         )
 
     async def post(self, message: InboundMessage, text: str) -> str:
-        return await self.deliver(message, text, "answer")
-
-    async def deliver(self, message: InboundMessage, text: str, status: str) -> str:
         body = codec.dumps(
             {
                 "channel": self.spec.name,
@@ -86,7 +84,6 @@ class SignedWebhookAdapter(ChannelAdapter):
                 "chat_id": message.chat,
                 "conversation_id": message.reply_to,
                 "text": text,
-                "status": status,
             }
         )
         headers = signed_headers(str(self.spec.secret), body)

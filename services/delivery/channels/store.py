@@ -134,14 +134,14 @@ class ChannelStore:
                 )
             )
 
-    async def runs_started(self, channel: str) -> int:
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(channel_events.c.run_id).where(
-                    channel_events.c.channel == channel, channel_events.c.run_id.is_not(None)
-                )
+    async def forget_events(self, older_than_seconds: float) -> int:
+        """Forget the event ids taken before then; returns how many."""
+        cutoff = codec.now_utc() - timedelta(seconds=older_than_seconds)
+        async with self.engine.begin() as conn:
+            gone = await conn.execute(
+                delete(channel_events).where(channel_events.c.received_at < cutoff)
             )
-            return len(rows.all())
+        return int(gone.rowcount or 0)
 
     # ---- conversation -> thread ------------------------------------------------
 
