@@ -429,6 +429,8 @@ async def test_stop_interrupts_the_active_run_and_status_reports_it(
 ) -> None:
     chat = new_chat()
     thread_id = thread_id_of("tg", chat, 0)
+    await to_telegram(http, "tg", telegram_update(chat, "/start"))
+    fake.wait_for("the greeting", said(fake, "telegram", chat, "/new starts a fresh"))
     await to_telegram(http, "tg", telegram_update(chat, "/status"))
     fake.wait_for("idle status", said(fake, "telegram", chat, "Idle"))
 

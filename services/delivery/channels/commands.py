@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-COMMANDS = ("new", "stop", "status")
+COMMANDS = ("new", "stop", "status", "start", "help")  # Telegram sends /start first
 
+HELP = (
+    "Write to me and I will answer here. /new starts a fresh conversation, "
+    "/stop cancels what I am doing, /status says whether I am working."
+)
 NEW_THREAD = "Started a new conversation: I no longer see the earlier messages."
 STOPPED = "Stopped."
 NOTHING_TO_STOP = "Nothing is running."

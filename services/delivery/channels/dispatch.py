@@ -120,6 +120,8 @@ class ChannelDispatcher:
             self._say(adapter, message, await self._stop(adapter, message))
         elif command == "status":
             self._say(adapter, message, await self._status(adapter, message))
+        elif command in ("start", "help"):
+            self._say(adapter, message, commands.HELP)
         else:
             await self._start(adapter, message)
 
