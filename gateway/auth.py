@@ -8,7 +8,9 @@ With no keys configured, every request is the one local user (the embedded
 default), and the gateway says so at start-up.
 
 Each endpoint needs one scope, listed in `ROUTE_SCOPES`; an endpoint missing
-from the table is refused (tests check that every route has an entry). The
+from the table is refused (tests check that every route has an entry). Chat
+platforms' webhooks are listed as `PLATFORM_SIGNED`: no API key, the platform's
+own signature, verified by the Channels service. The
 principal travels to the services as gRPC metadata, added by the interceptors
 below to every call made while serving the request.
 """

@@ -14,7 +14,13 @@ from waybill.v1 import channels_pb2
 router = APIRouter(tags=["channels"])
 
 # Headers a platform signs or proves itself with; nothing else is forwarded.
-FORWARDED_PREFIXES = ("x-slack-", "x-telegram-", "x-waybill-", "content-type")
+FORWARDED_PREFIXES = (
+    "x-slack-",
+    "x-telegram-",
+    "x-waybill-signature",
+    "x-waybill-timestamp",
+    "content-type",
+)
 
 
 async def _forward(request: Request, platform: str, channel: str) -> Response:
