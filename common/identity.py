@@ -91,6 +91,16 @@ def every_scope() -> frozenset[str]:
     return frozenset(SCOPES)
 
 
+READ_ONLY = ("threads:read", "runs:read", "store:read")
+# A role's scopes when its principal lists none (the gateway's keys, and the
+# owners channel adapters act for).
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    "admin": every_scope(),
+    "user": frozenset(s for s in SCOPES if s != "admin"),
+    "reader": frozenset(READ_ONLY),
+}
+
+
 # The one user of a deployment that runs with auth off (the embedded default).
 LOCAL_USER = Principal(user_id="local", role="admin", scopes=every_scope())
 

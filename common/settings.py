@@ -131,6 +131,21 @@ class Settings(BaseSettings):
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
     history_limit: int = 200  # messages the lead agent's model sees at most
 
+    # ---- IM channels (services/delivery/channels; the `channels` YAML section) ----
+    channel_edit_seconds: float = 1.0  # a streamed answer is edited at most this often
+    channel_http_timeout_seconds: float = 30.0  # each call to a platform's API
+    channel_poll_seconds: float = 25.0  # Telegram long polling: how long one getUpdates waits
+    channel_poll_retry_seconds: float = 2.0  # pause after a failed poll, or while not leader
+    channel_leader_seconds: float = 30.0  # the long-polling leader's lease (in the database)
+    # A replica streaming an answer holds it under this lease; a dead replica's
+    # answers are adopted by another one, which looks for them this often.
+    channel_reply_lease_seconds: float = 30.0
+    channel_reply_sweep_seconds: float = 5.0
+    # Inbound event ids are remembered this long (platforms retry for hours, not
+    # days), and the forgetting runs this often.
+    channel_dedupe_seconds: float = 7 * 86400.0
+    channel_dedupe_sweep_seconds: float = 3600.0
+
     def workspaces_path(self) -> Path:
         return self.workspaces_dir or self.data_dir / "workspaces"
 

@@ -12,10 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 
 from common.settings import Settings, get_settings
-from gateway.auth import KeyRing, authorize
+from gateway.auth import KeyRing, authorize, platform_signed
 from gateway.errors import validation_error
 from gateway.peers import Peers
-from gateway.routes import assistants, deliveries, run_events, runs, store, threads
+from gateway.routes import assistants, channels, deliveries, run_events, runs, store, threads
 
 VERSION = "0.1.0"
 
@@ -75,6 +75,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in routers:
         app.include_router(router, dependencies=guarded)
+    # Chat platforms authenticate with their own signatures, checked by the service.
+    app.include_router(channels.router, dependencies=[Depends(platform_signed)])
     return app
 
 

@@ -8,7 +8,9 @@ With no keys configured, every request is the one local user (the embedded
 default), and the gateway says so at start-up.
 
 Each endpoint needs one scope, listed in `ROUTE_SCOPES`; an endpoint missing
-from the table is refused (tests check that every route has an entry). The
+from the table is refused (tests check that every route has an entry). Chat
+platforms' webhooks are listed as `PLATFORM_SIGNED`: no API key, the platform's
+own signature, verified by the Channels service. The
 principal travels to the services as gRPC metadata, added by the interceptors
 below to every call made while serving the request.
 """
@@ -27,7 +29,7 @@ from typing import Any
 import grpc
 from fastapi import HTTPException, Request
 
-from common.identity import LOCAL_USER, SCOPES, Principal, every_scope
+from common.identity import LOCAL_USER, ROLE_SCOPES, SCOPES, Principal, every_scope
 from common.settings import Settings
 
 log = logging.getLogger("waybill.gateway.auth")
@@ -35,14 +37,11 @@ log = logging.getLogger("waybill.gateway.auth")
 ON_BEHALF_OF_HEADER = "x-waybill-on-behalf-of"
 CHANNEL_HEADER = "x-waybill-channel"
 
-READ_ONLY = ("threads:read", "runs:read", "store:read")
-ROLE_SCOPES: dict[str, frozenset[str]] = {
-    "admin": every_scope(),
-    "user": frozenset(s for s in SCOPES if s != "admin"),
-    "reader": frozenset(READ_ONLY),
-}
-
 AUTHENTICATED = ""  # any authenticated principal may call it
+# Chat platforms call these routes: no API key, the platform's own proof (a
+# signature, a secret token) checked by the Channels service. Only the channels
+# router serves them, and `platform_signed` refuses any other route.
+PLATFORM_SIGNED = "platform-signed"
 
 THREAD, RUN = "/threads/{thread_id}", "/threads/{thread_id}/runs/{run_id}"
 ROUTE_SCOPES: dict[tuple[str, str], str] = {
@@ -103,6 +102,9 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/store/items"): "store:read",
     ("POST", "/store/items/search"): "store:read",
     ("POST", "/store/namespaces"): "store:read",
+    ("POST", "/channels/telegram/{channel}/webhook"): PLATFORM_SIGNED,
+    ("POST", "/channels/slack/{channel}/events"): PLATFORM_SIGNED,
+    ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,
 }
 
 # The principal of the request being served; the gRPC interceptors read it.
@@ -216,13 +218,23 @@ async def authorize(request: Request) -> Principal:
     principal = keyring.authenticate(request.headers)
     route = request.scope.get("route")
     scope = required_scope(request.method, getattr(route, "path", ""))
-    if scope is None:
+    if scope is None or scope == PLATFORM_SIGNED:
         raise HTTPException(403, f"{request.method} {request.url.path} has no permission rule.")
     if scope and not principal.allows(scope):
         raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
     request.state.principal = principal
     CURRENT_PRINCIPAL.set(principal)
     return principal
+
+
+async def platform_signed(request: Request) -> None:
+    """The dependency of the channels router: its routes must be declared
+    PLATFORM_SIGNED. They act for no principal: the Channels service verifies
+    the platform and acts for the channel's bound owner."""
+    route = request.scope.get("route")
+    if required_scope(request.method, getattr(route, "path", "")) != PLATFORM_SIGNED:
+        raise HTTPException(403, f"{request.method} {request.url.path} has no permission rule.")
+    CURRENT_PRINCIPAL.set(None)
 
 
 # ---- carrying the principal to the services -----------------------------------

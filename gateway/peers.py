@@ -14,6 +14,7 @@ from common.settings import Settings
 from gateway.auth import principal_interceptors
 from waybill.v1 import (
     admission_pb2_grpc,
+    channels_pb2_grpc,
     delivery_pb2_grpc,
     journal_pb2_grpc,
     runner_pb2_grpc,
@@ -29,6 +30,8 @@ class Peers:
     journal: journal_pb2_grpc.JournalStub
     delivery: delivery_pb2_grpc.DeliveryStub
     channels: list[grpc.aio.Channel]
+    # Chat platforms' deliveries, served by the delivery process.
+    inbound: channels_pb2_grpc.ChannelsStub
 
     @classmethod
     def connect(cls, settings: Settings) -> Peers:
@@ -51,6 +54,7 @@ class Peers:
             journal=journal_pb2_grpc.JournalStub(channels[2]),
             delivery=delivery_pb2_grpc.DeliveryStub(channels[3]),
             channels=channels,
+            inbound=channels_pb2_grpc.ChannelsStub(channels[3]),
         )
 
     async def close(self) -> None:

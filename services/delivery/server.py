@@ -15,6 +15,8 @@ from common.grpc_server import configure_logging, run_service, serve, translate_
 from common.identity import acting_user
 from common.settings import Settings, get_settings
 from common.webhook_targets import WebhookTargetRefused, check_webhook_url
+from services.delivery.channels.server import ChannelsService
+from services.delivery.channels.store import ChannelStore
 from services.delivery.outbox import Outbox
 from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore, SubscriptionRow
 from services.delivery.receipting import write_receipt
@@ -265,10 +267,18 @@ async def main() -> None:
     outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
     sending = asyncio.create_task(outbox.run_forever())
     servicer = DeliveryServicer(settings, store, outbox_store, outbox)
+    channels = ChannelsService(settings, ChannelStore(store.engine))
+
+    def register(server: grpc.aio.Server) -> None:
+        delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server)
+        channels.register(server)
+
+    channels.start()
     await serve(
         "Delivery",
         settings.delivery_addr,
-        lambda server: delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server),
+        register,
+        on_stop=channels.stop,
         grace_seconds=settings.shutdown_grace_seconds,
     )
     sending.cancel()

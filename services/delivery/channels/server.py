@@ -1,0 +1,101 @@
+"""The Channels gRPC servicer, hosted by the delivery process, and its start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+
+import grpc
+import httpx
+
+from common import codec
+from common.grpc_server import translate_errors
+from common.settings import Settings
+from services.delivery.channels.config import load_channels
+from services.delivery.channels.dispatch import ChannelDispatcher
+from services.delivery.channels.polling import TelegramPoller
+from services.delivery.channels.store import ChannelStore
+from services.delivery.channels.telegram import TelegramAdapter
+from waybill.v1 import admission_pb2_grpc, channels_pb2, channels_pb2_grpc, journal_pb2_grpc
+
+log = logging.getLogger("waybill.channels")
+
+
+class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
+    def __init__(self, dispatcher: ChannelDispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    @translate_errors
+    async def Receive(self, request, context):  # type: ignore[no-untyped-def]
+        headers = {header.name.lower(): header.value for header in request.headers}
+        answer = await self.dispatcher.receive(
+            request.platform, request.channel, headers, request.body
+        )
+        return channels_pb2.InboundReply(http_status=200, body_json=codec.dumps(answer))
+
+
+class ChannelsService:
+    """The dispatcher, its peers and its background work (pollers, replies)."""
+
+    def __init__(self, settings: Settings, store: ChannelStore) -> None:
+        # The platform URLs carry bot tokens (Telegram's path): httpx logs every
+        # request URL at INFO, so its loggers stay at WARNING.
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        specs = load_channels(settings)
+        self.channels = [
+            grpc.aio.insecure_channel(settings.admission_addr),
+            grpc.aio.insecure_channel(settings.journal_addr),
+        ]
+        self.http = httpx.AsyncClient(timeout=settings.channel_http_timeout_seconds)
+        self.dispatcher = ChannelDispatcher(
+            settings,
+            specs,
+            store,
+            admission_pb2_grpc.AdmissionStub(self.channels[0]),
+            journal_pb2_grpc.JournalStub(self.channels[1]),
+            self.http,
+        )
+        self.pollers = [
+            TelegramPoller(adapter, self.dispatcher, store, settings)
+            for adapter in self.dispatcher.adapters.values()
+            if isinstance(adapter, TelegramAdapter) and adapter.spec.mode == "polling"
+        ]
+        self.tasks: list[asyncio.Task[None]] = []
+        self.settings = settings
+        self.store = store
+        if specs:
+            log.info("channels: %s", ", ".join(f"{s.name} ({s.platform})" for s in specs.values()))
+
+    def register(self, server: grpc.aio.Server) -> None:
+        channels_pb2_grpc.add_ChannelsServicer_to_server(ChannelsServicer(self.dispatcher), server)
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(poller.run()) for poller in self.pollers]
+        if self.dispatcher.adapters:
+            self.tasks.append(asyncio.create_task(self._adopt_orphans()))
+
+    async def _adopt_orphans(self) -> None:
+        """Answers a dead replica was streaming are resumed here; old event ids
+        are forgotten now and then."""
+        forgotten_at = -math.inf
+        while True:
+            try:
+                await self.dispatcher.adopt_orphans()
+                if time.monotonic() - forgotten_at >= self.settings.channel_dedupe_sweep_seconds:
+                    await self.store.forget_events(self.settings.channel_dedupe_seconds)
+                    forgotten_at = time.monotonic()
+            except Exception as error:  # the database may be restarting
+                log.warning("channels: upkeep failed: %s", type(error).__name__)
+            await asyncio.sleep(self.settings.channel_reply_sweep_seconds)
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.dispatcher.close()
+        await self.http.aclose()
+        for channel in self.channels:
+            await channel.close()

@@ -1,0 +1,86 @@
+"""The channels' shared facts on a real database (SQLite file and Postgres):
+inbound dedupe, conversation -> thread generations, and the long-polling
+leader lease that makes one replica of the cluster poll."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from common.sql import create_engine
+from services.delivery.channels.store import ChannelStore, thread_id_of
+from services.delivery.store import ReceiptStore
+from tests.conftest import MODES
+from tests.stacks import fresh_postgres_database
+
+
+@pytest.fixture(scope="module", params=MODES)
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "postgres":
+        with fresh_postgres_database() as url:
+            yield url
+    else:
+        path: Path = tmp_path_factory.mktemp("channel-store") / "delivery.db"
+        yield f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture
+async def stores(database_url: str) -> AsyncIterator[tuple[ChannelStore, ChannelStore]]:
+    """Two replicas' stores: two engines on one database."""
+    engines = [create_engine(database_url), create_engine(database_url)]
+    await ReceiptStore(engines[0]).migrate()  # the delivery migrations, channels' included
+    yield ChannelStore(engines[0]), ChannelStore(engines[1])
+    for engine in engines:
+        await engine.dispose()
+
+
+async def test_an_event_is_taken_once_across_replicas(
+    stores: tuple[ChannelStore, ChannelStore],
+) -> None:
+    one, two = stores
+    taken = await asyncio.gather(*[store.take_event("tg", "777") for store in (one, two) * 4])
+    assert sorted(taken) == [False] * 7 + [True]
+    assert await one.take_event("other-channel", "777")  # ids are per channel
+    await two.release_event("tg", "777")  # its handling failed: a retry is taken
+    assert await one.take_event("tg", "777")
+    assert await two.forget_events(3600) == 0  # kept while a platform may retry
+    await asyncio.sleep(0.05)
+    assert await two.forget_events(0.01) >= 2  # then forgotten
+    assert await one.take_event("tg", "777")
+
+
+async def test_new_moves_a_conversation_to_a_fresh_thread(
+    stores: tuple[ChannelStore, ChannelStore],
+) -> None:
+    one, two = stores
+    first = await one.thread_of("tg", "chat-9")
+    assert first == thread_id_of("tg", "chat-9", 0) == await two.thread_of("tg", "chat-9")
+    moved = await asyncio.gather(one.next_thread("tg", "chat-9"), two.next_thread("tg", "chat-9"))
+    assert sorted(moved) == sorted([thread_id_of("tg", "chat-9", g) for g in (1, 2)])
+    assert await one.thread_of("tg", "chat-9") == thread_id_of("tg", "chat-9", 2)
+    assert await two.thread_of("tg", "chat-8") == thread_id_of("tg", "chat-8", 0)
+
+
+async def test_one_leader_holds_the_polling_lease_and_its_cursor_survives(
+    stores: tuple[ChannelStore, ChannelStore],
+) -> None:
+    one, two = stores
+    lease = "telegram-poll:test"
+    assert await one.hold_lease(lease, "replica-1", 0.5) == 0
+    assert await two.hold_lease(lease, "replica-2", 0.5) is None  # held by replica-1
+    assert await one.advance_lease(lease, "replica-1", 41)
+    assert not await two.advance_lease(lease, "replica-2", 99)  # not its lease
+    assert await one.hold_lease(lease, "replica-1", 0.5) == 41  # renewed, cursor kept
+
+    await asyncio.sleep(0.7)  # replica-1 stopped renewing: its lease expires
+    assert await two.hold_lease(lease, "replica-2", 5) == 41  # taken over where it stopped
+    assert not await one.advance_lease(lease, "replica-1", 50)  # the old leader is fenced
+    assert await one.hold_lease(lease, "replica-1", 5) is None
+
+    await two.drop_lease(lease, "replica-2")  # a stopping leader lets go at once
+    assert await one.hold_lease(lease, "replica-1", 5) == 41
