@@ -39,9 +39,13 @@ def _write_in_a_worker(config: dict) -> tuple[threading.Thread, list[object]]:
     return worker, outcome
 
 
-def test_a_write_waits_until_the_snapshot_is_taken(run_config: dict, tmp_path: Path) -> None:
-    gate = SNAPSHOT_GATES[run_config["configurable"]["run_id"]] = SnapshotGate()
+def test_a_write_asks_for_the_snapshot_and_waits_until_it_is_taken(
+    run_config: dict, tmp_path: Path
+) -> None:
+    asked = threading.Event()
+    gate = SNAPSHOT_GATES[run_config["configurable"]["run_id"]] = SnapshotGate(asked.set)
     worker, outcome = _write_in_a_worker(run_config)
+    assert asked.wait(timeout=5)  # the tool started the snapshot
     worker.join(timeout=0.3)
     written = tmp_path / run_config["configurable"]["thread_id"] / "a.txt"
     assert worker.is_alive() and not written.exists()  # held at the gate
@@ -51,7 +55,7 @@ def test_a_write_waits_until_the_snapshot_is_taken(run_config: dict, tmp_path: P
 
 
 def test_a_failed_snapshot_refuses_every_change(run_config: dict, tmp_path: Path) -> None:
-    gate = SNAPSHOT_GATES[run_config["configurable"]["run_id"]] = SnapshotGate()
+    gate = SNAPSHOT_GATES[run_config["configurable"]["run_id"]] = SnapshotGate(lambda: None)
     gate.open(failure="no snapshot of it could be taken (AioRpcError)")
     worker, outcome = _write_in_a_worker(run_config)
     worker.join(timeout=5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -168,6 +169,7 @@ class RunExecution:
         self.handed_back = False
         self.run_journal: RunJournal | None = None  # typed records and token usage
         self.verify_workspace = False  # the agent has workspace tools: delivery checks files
+        self._snapshot: asyncio.Task[None] | None = None  # the workspace's before-snapshot
         self._graph_task: asyncio.Task[Outcome] | None = None
 
     # ---- orders from outside -----------------------------------------------------
@@ -292,12 +294,13 @@ class RunExecution:
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            # The before-snapshot is taken while the graph starts; file tools wait for it.
-            gate = SNAPSHOT_GATES[self.run.run_id] = SnapshotGate()
+            # The before-snapshot is taken while the graph runs; file tools wait for it.
+            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate()
             try:
-                snapshot = asyncio.create_task(self._snapshot_workspace(gate))
                 outcome = await self._drive_with_limits(graph)
-                await snapshot  # the receipt compares the workspace with it
+                gate.start()
+                if self._snapshot is not None:
+                    await self._snapshot  # the receipt compares the workspace with it
             finally:
                 del SNAPSHOT_GATES[self.run.run_id]
         if self.fence.lost:
@@ -380,6 +383,8 @@ class RunExecution:
                 # not after every chunk, so that a burst goes out in a few batches.
                 if loop.time() >= turn_due:
                     await asyncio.sleep(0)
+                    if not turn_due:  # the first frame is out: now the snapshot
+                        self._start_snapshot()
                     turn_due = loop.time() + TURN_EVERY_SECONDS
         except StaleEpochError:
             raise
@@ -451,6 +456,29 @@ class RunExecution:
             if earlier.metadata.get("run_id") != self.run.run_id:
                 return str(earlier.metadata.get("run_id") or "")
         return ""
+
+    def _start_snapshot(self) -> None:
+        gate = SNAPSHOT_GATES.get(self.run.run_id)
+        if gate is not None:
+            gate.start()
+
+    def _snapshot_gate(self) -> SnapshotGate:
+        """A gate whose `start` begins the snapshot once, from any thread."""
+        loop = asyncio.get_running_loop()
+
+        def begin() -> None:
+            if self._snapshot is None:
+                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate))
+
+        def start() -> None:
+            if threading.get_ident() == loop_thread:
+                begin()
+            else:
+                loop.call_soon_threadsafe(begin)
+
+        loop_thread = threading.get_ident()
+        gate = SnapshotGate(start)
+        return gate
 
     async def _snapshot_workspace(self, gate: SnapshotGate) -> None:
         """The workspace before the agent starts (a takeover gets the run's first)."""

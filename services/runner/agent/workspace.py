@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from langchain_core.runnables import RunnableConfig
@@ -22,12 +23,14 @@ SNAPSHOT_WAIT_SECONDS = 60.0
 class SnapshotGate:
     """Held shut until a run's before-snapshot of its workspace is taken.
 
-    The snapshot is taken while the graph starts (off the way to its first
-    token); a tool that changes files waits here first, so the snapshot never
-    sees a change the run made. Tools run in worker threads, hence a thread Event.
+    The snapshot is taken once the graph has sent its first frame (off the way
+    to its first token), or sooner if a tool asks; a tool that changes files
+    waits here first, so the snapshot never sees a change the run made. Tools
+    run in worker threads, hence a thread Event; `start` must be thread-safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, start: Callable[[], None]) -> None:
+        self.start = start
         self._taken = threading.Event()
         self.failure = ""
 
@@ -36,6 +39,8 @@ class SnapshotGate:
         self._taken.set()
 
     def wait(self) -> None:
+        if not self._taken.is_set():
+            self.start()
         if not self._taken.wait(SNAPSHOT_WAIT_SECONDS):
             raise ToolException("the workspace is not ready yet (its snapshot is late); retry")
         if self.failure:
