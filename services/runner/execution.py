@@ -295,7 +295,10 @@ class RunExecution:
             outcome = await self._drive_with_limits(graph)
         else:
             # The before-snapshot is taken while the graph runs; file tools wait for it.
-            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate()
+            # Read before the graph's first checkpoint lands (the saver serves
+            # reads and writes in turn), so the look past this run's own is rare.
+            previous = asyncio.create_task(self._previous_run())
+            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate(previous)
             try:
                 outcome = await self._drive_with_limits(graph)
                 gate.start()
@@ -462,13 +465,13 @@ class RunExecution:
         if gate is not None:
             gate.start()
 
-    def _snapshot_gate(self) -> SnapshotGate:
+    def _snapshot_gate(self, previous: asyncio.Task[str]) -> SnapshotGate:
         """A gate whose `start` begins the snapshot once, from any thread."""
         loop = asyncio.get_running_loop()
 
         def begin() -> None:
             if self._snapshot is None:
-                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate))
+                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate, previous))
 
         def start() -> None:
             if threading.get_ident() == loop_thread:
@@ -480,10 +483,12 @@ class RunExecution:
         gate = SnapshotGate(start)
         return gate
 
-    async def _snapshot_workspace(self, gate: SnapshotGate) -> None:
+    async def _snapshot_workspace(
+        self, gate: SnapshotGate, previous_run: asyncio.Task[str]
+    ) -> None:
         """The workspace before the agent starts (a takeover gets the run's first)."""
         try:
-            previous = await self._previous_run()
+            previous = await previous_run
             self.fence.check("workspace snapshot")
             await self.peers.delivery.Snapshot(
                 delivery_pb2.SnapshotRequest(
