@@ -1,5 +1,5 @@
-"""A run's file tools wait for its workspace snapshot, which is taken while the
-graph starts: a file the run writes is never in its own before-snapshot."""
+"""A run's file tools wait for its workspace snapshot, which is taken when the first
+of them asks: a file the run writes is never in its own before-snapshot."""
 
 from __future__ import annotations
 

@@ -294,18 +294,17 @@ class RunExecution:
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            # The before-snapshot is taken while the graph runs; file tools wait for it.
             # Read before the graph's first checkpoint lands (the saver serves
             # reads and writes in turn), so the look past this run's own is rare.
             previous = asyncio.create_task(self._previous_run())
             gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate(previous)
             try:
                 outcome = await self._drive_with_limits(graph)
-                gate.start()
-                if self._snapshot is not None:
-                    await self._snapshot  # the receipt compares the workspace with it
             finally:
                 del SNAPSHOT_GATES[self.run.run_id]
+            # No file tool asked, so nothing changed the workspace: a snapshot
+            # taken now still shows it as the run found it.
+            gate.start()
         if self.fence.lost:
             if self.handed_back:
                 STATS.runs_handed_back += 1
@@ -324,10 +323,11 @@ class RunExecution:
         # terminal status -> journal closed. Reads and records that no step waits
         # for go beside the step before them.
         self.fence.check("journal flush")
-        snapshot, presented, _ = await asyncio.gather(
+        snapshot, presented, _, _ = await asyncio.gather(
             graph.aget_state(thread_config(self.run.thread_id)),
             self._presented(graph),
             self.sink.flush(),
+            self._snapshot_taken(),  # the receipt compares the workspace with it
         )
         STATS.receipts_requested += 1
         receipt = await self._write_receipt(outcome, snapshot, presented)
@@ -386,8 +386,6 @@ class RunExecution:
                 # not after every chunk, so that a burst goes out in a few batches.
                 if loop.time() >= turn_due:
                     await asyncio.sleep(0)
-                    if not turn_due:  # the first frame is out: now the snapshot
-                        self._start_snapshot()
                     turn_due = loop.time() + TURN_EVERY_SECONDS
         except StaleEpochError:
             raise
@@ -460,10 +458,9 @@ class RunExecution:
                 return str(earlier.metadata.get("run_id") or "")
         return ""
 
-    def _start_snapshot(self) -> None:
-        gate = SNAPSHOT_GATES.get(self.run.run_id)
-        if gate is not None:
-            gate.start()
+    async def _snapshot_taken(self) -> None:
+        if self._snapshot is not None:
+            await self._snapshot
 
     def _snapshot_gate(self, previous: asyncio.Task[str]) -> SnapshotGate:
         """A gate whose `start` begins the snapshot once, from any thread."""
@@ -486,7 +483,7 @@ class RunExecution:
     async def _snapshot_workspace(
         self, gate: SnapshotGate, previous_run: asyncio.Task[str]
     ) -> None:
-        """The workspace before the agent starts (a takeover gets the run's first)."""
+        """The workspace before the run changes it (a takeover gets the run's first)."""
         try:
             previous = await previous_run
             self.fence.check("workspace snapshot")

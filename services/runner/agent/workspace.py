@@ -23,10 +23,11 @@ SNAPSHOT_WAIT_SECONDS = 60.0
 class SnapshotGate:
     """Held shut until a run's before-snapshot of its workspace is taken.
 
-    The snapshot is taken once the graph has sent its first frame (off the way
-    to its first token), or sooner if a tool asks; a tool that changes files
-    waits here first, so the snapshot never sees a change the run made. Tools
-    run in worker threads, hence a thread Event; `start` must be thread-safe.
+    Only these tools change a run's workspace, so the before-snapshot is taken
+    when the first of them asks (or when the graph ends, if none did), never on
+    the way to the run's first token; the tool waits here until it is stored, so
+    the snapshot never sees a change the run made. Tools run in worker threads,
+    hence a thread Event; `start` must be thread-safe.
     """
 
     def __init__(self, start: Callable[[], None]) -> None:
