@@ -106,6 +106,8 @@ class Settings(BaseSettings):
     journal_redis_block_seconds: float = 5.0
     journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
+    # A migration run waiting for another one (on Postgres) checks this often.
+    migrate_lock_poll_seconds: float = 0.5
 
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search

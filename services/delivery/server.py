@@ -6,6 +6,7 @@ from common import codec
 from common.errors import invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
+from services.delivery.schema import SCHEMA
 from services.delivery.store import ReceiptRecord, ReceiptStore
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
@@ -63,7 +64,7 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("delivery")
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
-    await store.migrate()
+    await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     servicer = DeliveryServicer(store)
     await serve(
         "Delivery",

@@ -1,0 +1,94 @@
+"""Migrations run once per deploy (`python -m common.migrate`); a service only
+checks its schema at start and refuses one it does not run on, saying why.
+Real processes, SQLite files and a fresh Postgres database."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from common.grpc_server import SCHEMA_EXIT_CODE
+from tests.stacks import fresh_postgres_database, stack_env
+
+pytestmark = pytest.mark.timeout(180)
+
+Completed = subprocess.CompletedProcess[str]
+
+
+def run_module(module: str, env: dict[str, str], timeout: float = 60) -> Completed:
+    return subprocess.run(
+        [sys.executable, "-m", module],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def refusal(module: str, env: dict[str, str]) -> str:
+    """Start a service that must refuse to start; return what it said."""
+    done = run_module(module, env)
+    assert done.returncode == SCHEMA_EXIT_CODE, done.stdout + done.stderr
+    return done.stderr
+
+
+def test_a_service_never_migrated_refuses_to_start(tmp_path: Path) -> None:
+    env = stack_env(tmp_path)
+    said = refusal("services.delivery.server", env)
+    assert "refusing to start: the delivery schema is not migrated (this build needs 0001)" in said
+    assert "waybill migrate" in said
+    # ...and it created nothing: the schema is the migration step's alone.
+    tables = sqlite3.connect(tmp_path / "delivery.db").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+    )
+    assert [name for (name,) in tables] == []
+
+
+def test_migrate_then_every_service_checks_its_revision(tmp_path: Path) -> None:
+    env = stack_env(tmp_path)
+    done = run_module("common.migrate", env)
+    assert done.returncode == 0, done.stderr
+    for line in ("journal: schema at 0004", "admission: schema at 0007", "runner: schema at 0002"):
+        assert line in done.stdout
+    # Twice is harmless: nothing to do the second time.
+    assert run_module("common.migrate", env).returncode == 0
+
+    journal = sqlite3.connect(tmp_path / "journal.db")
+    with journal:
+        journal.execute("UPDATE alembic_version_journal SET version_num = '0003'")
+    said = refusal("services.journal.server", env)
+    assert "the journal schema is at 0003, this build needs 0004: run the migrations" in said
+
+    with journal:
+        journal.execute("UPDATE alembic_version_journal SET version_num = '0042'")
+    said = refusal("services.journal.server", env)
+    assert "this build does not know journal schema 0042 (its newest is 0004)" in said
+    assert "migrated by a newer release" in said
+
+
+def test_postgres_migrations_run_once_even_when_started_twice(tmp_path: Path) -> None:
+    with fresh_postgres_database() as url:
+        env = stack_env(tmp_path, url)
+        # Two migration jobs at once (a retried Job, two deploys): they take turns.
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda _: run_module("common.migrate", env, 120), range(2)))
+        for done in runs:
+            assert done.returncode == 0, done.stderr
+            assert "runner: schema at 0002" in done.stdout
+        plain = url.replace("postgresql+asyncpg://", "postgresql://")
+        with psycopg.connect(plain, autocommit=True) as conn:
+            versions = conn.execute("SELECT version_num FROM alembic_version_admission").fetchall()
+            assert versions == [("0007",)]
+            # LangGraph's own tables are the runner's to check too.
+            newest = conn.execute("SELECT max(v) FROM checkpoint_migrations").fetchone()[0]
+            conn.execute("DELETE FROM checkpoint_migrations WHERE v = %s", (newest,))
+        said = refusal("services.runner.server", env)
+        assert f"LangGraph's checkpoint_migrations is at {newest - 1}, this build needs " in said
+        assert "run the migrations" in said
