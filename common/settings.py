@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
+    # A stopping gateway lets open SSE streams run this long (a run about to end
+    # finishes its stream), then ends them; clients resume with Last-Event-ID.
+    # Keep it below shutdown_grace_seconds, the gateway's whole drain.
+    stream_drain_seconds: float = 3.0
     journal_batch_max: int = 512
     # ---- journal: live fan-out, replay, retention (see services/journal/hub.py) ----
     # Events a live subscriber may have waiting; past that it is counted as an
