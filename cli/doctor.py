@@ -5,7 +5,6 @@ when any check fails."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
@@ -13,7 +12,7 @@ from typing import TextIO
 import httpx
 
 from common.launch import grpc_serving
-from common.migrate import UPGRADES
+from common.migrate import UPGRADES, schema_of, schema_verdict
 from common.settings import Settings
 
 GRPC_SERVICES = ("admission", "runner", "journal", "delivery")
@@ -49,25 +48,17 @@ def check_config(settings: Settings) -> list[Finding]:
 
 async def _schema_findings(settings: Settings) -> list[Finding]:
     found = []
-    for service, target in UPGRADES.items():
-        schema = importlib.import_module(target.partition(":")[0]).SCHEMA
-        url = (
-            settings.checkpoint_sqlalchemy_url()
-            if service == "runner"
-            else settings.sqlalchemy_url(service)
-        )
-        engine = settings.engine(url)
+    for service in UPGRADES:
+        check = f"database {service}"
         try:
-            verdict = schema.verdict(await schema.current(engine))
+            verdict = await schema_verdict(settings, service)
         except Exception as error:  # unreachable database, bad URL, no such file
-            found.append(Finding("FAIL", f"database {service}", f"{type(error).__name__}: {error}"))
+            found.append(Finding("FAIL", check, f"{type(error).__name__}: {error}"))
             continue
-        finally:
-            await engine.dispose()
         if verdict is None:
-            found.append(Finding("ok", f"database {service}", f"schema at {schema.head()}"))
+            found.append(Finding("ok", check, f"schema at {schema_of(service).head()}"))
         else:
-            found.append(Finding("FAIL", f"database {service}", verdict))
+            found.append(Finding("FAIL", check, verdict))
     return found
 
 

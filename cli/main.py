@@ -45,7 +45,12 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--api-key", help="API key (default: WAYBILL_API_KEY)")
     commands = top.add_subparsers(dest="command", required=True, metavar="command")
     commands.add_parser("up", help="start the embedded default, every service as a local process")
-    commands.add_parser("migrate", help="bring every service's schema to this build's head")
+    migrate = commands.add_parser(
+        "migrate", help="bring every service's schema to this build's head"
+    )
+    migrate.add_argument(
+        "--wait", action="store_true", help="migrate nothing: wait until every schema is migrated"
+    )
     commands.add_parser("doctor", help="check config, database, Redis and every service")
 
     runs = commands.add_parser("runs", help="list, show, cancel and follow runs")
@@ -164,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "migrate":
         from common.migrate import main as migrate
 
-        return migrate()
+        return migrate(["--wait"] if args.wait else [])
     settings = Settings()
     url = args.url or default_url(settings)
     if args.command == "doctor":

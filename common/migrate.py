@@ -9,6 +9,7 @@ imports a service package at import time.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import sys
@@ -17,7 +18,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy import text
 
-from common.schema import SchemaMismatch
+from common.schema import Schema, SchemaMismatch
 from common.settings import Settings, get_settings
 
 # service -> its `upgrade(settings) -> revision`, in this order (the runner's fence
@@ -37,6 +38,49 @@ def _upgrade_of(target: str) -> Callable[[Settings], Awaitable[str]]:
     module, _, name = target.partition(":")
     upgrade: Callable[[Settings], Awaitable[str]] = getattr(importlib.import_module(module), name)
     return upgrade
+
+
+def schema_of(service: str) -> Schema:
+    """The service's `SCHEMA`, from the module that holds its upgrade."""
+    schema: Schema = importlib.import_module(UPGRADES[service].partition(":")[0]).SCHEMA
+    return schema
+
+
+async def schema_verdict(settings: Settings, service: str) -> str | None:
+    """What is wrong with the service's schema for this build (None: at its head).
+    Raises what the database raises when it cannot be read."""
+    url = (
+        settings.checkpoint_sqlalchemy_url()
+        if service == "runner"
+        else settings.sqlalchemy_url(service)
+    )
+    engine = settings.engine(url)
+    try:
+        schema = schema_of(service)
+        return schema.verdict(await schema.current(engine))
+    finally:
+        await engine.dispose()
+
+
+async def wait_for_schemas(settings: Settings, report: Callable[[str], None] = print) -> None:
+    """Return once every service's schema is at this build's head: a pod's init
+    step, so that services start after the migration Job instead of failing."""
+    said = ""
+    while True:
+        waiting = []
+        for service in UPGRADES:
+            try:
+                verdict = await schema_verdict(settings, service)
+            except Exception as error:  # the database is not there yet: keep waiting
+                verdict = f"{service}: {type(error).__name__}: {error}"
+            if verdict is not None:
+                waiting.append(verdict)
+        if not waiting:
+            return
+        if waiting[0] != said:
+            said = waiting[0]
+            report(f"waiting: {said}")
+        await asyncio.sleep(settings.migrate_lock_poll_seconds)
 
 
 @asynccontextmanager
@@ -74,10 +118,21 @@ async def migrate_all(settings: Settings, report: Callable[[str], None] = print)
             report(f"{service}: schema at {revision}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    arguments = argparse.ArgumentParser(prog="waybill migrate", description=__doc__)
+    arguments.add_argument(
+        "--wait",
+        action="store_true",
+        help="migrate nothing: wait until another run (the Job) has migrated every schema",
+    )
+    wait = arguments.parse_args(argv).wait
     settings = get_settings()
     where = "Postgres" if settings.database_url else f"SQLite under {settings.data_dir.resolve()}"
     print(f"waybill migrate: {where}", flush=True)
+    if wait:
+        asyncio.run(wait_for_schemas(settings, lambda line: print(f"  {line}", flush=True)))
+        print("waybill migrate: every schema is at this build's head", flush=True)
+        return 0
     try:
         asyncio.run(migrate_all(settings, lambda line: print(f"  {line}", flush=True)))
     except (OSError, SchemaMismatch) as error:

@@ -110,7 +110,8 @@ class Settings(BaseSettings):
     journal_redis_block_seconds: float = 5.0
     journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
-    # A migration run waiting for another one (on Postgres) checks this often.
+    # A migration run waiting for another one (on Postgres), or `migrate --wait`
+    # waiting for the migration Job, checks this often.
     migrate_lock_poll_seconds: float = 0.5
 
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces

@@ -101,6 +101,11 @@ def test_every_service_is_probed_bounded_non_root_and_configured(kustomization: 
         assert services[name]["spec"]["ports"][0]["port"] == port
         secret = env["WAYBILL_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
         assert secret["name"].startswith("waybill-secrets") and secret["key"] == "database-url"
+        # The pod waits for the migration Job's work before the service starts.
+        [init] = pod["initContainers"]
+        assert init["command"] == ["waybill", "migrate", "--wait"]
+        init_env = {e["name"]: e["valueFrom"] for e in init["env"]}
+        assert init_env["WAYBILL_DATABASE_URL"] == {"secretKeyRef": secret}
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)

@@ -92,3 +92,26 @@ def test_postgres_migrations_run_once_even_when_started_twice(tmp_path: Path) ->
         said = refusal("services.runner.server", env)
         assert f"LangGraph's checkpoint_migrations is at {newest - 1}, this build needs " in said
         assert "run the migrations" in said
+
+
+def test_wait_returns_once_another_run_has_migrated(tmp_path: Path) -> None:
+    """`migrate --wait` (a pod's init step) migrates nothing; it waits for the Job."""
+    env = stack_env(tmp_path)
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "common.migrate", "--wait"],
+        env={**os.environ, **env, "WAYBILL_MIGRATE_LOCK_POLL_SECONDS": "0.1"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert waiter.stdout is not None
+    try:
+        waiter.stdout.readline()  # "waybill migrate: SQLite under ..."
+        waiting = waiter.stdout.readline()
+        assert "waiting: the journal schema is not migrated" in waiting
+        assert waiter.poll() is None
+        assert run_module("common.migrate", env).returncode == 0
+        assert waiter.wait(60) == 0
+        assert "every schema is at this build's head" in waiter.stdout.read()
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
