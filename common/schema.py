@@ -38,18 +38,18 @@ class Schema:
     def version_table(self) -> str:
         return f"alembic_version_{self.service}"
 
-    def _script(self) -> ScriptDirectory:
+    def script_directory(self) -> ScriptDirectory:
         config = Config()
         config.set_main_option("script_location", str(self.migrations))
         return ScriptDirectory.from_config(config)
 
     def head(self) -> str:
-        head = self._script().get_current_head()
+        head = self.script_directory().get_current_head()
         assert head is not None, f"{self.migrations} has no revisions"
         return head
 
     def known(self) -> set[str]:
-        return {script.revision for script in self._script().walk_revisions()}
+        return {script.revision for script in self.script_directory().walk_revisions()}
 
     async def upgrade(self, engine: AsyncEngine) -> None:
         await migrate(engine, self.migrations, self.service)

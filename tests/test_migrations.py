@@ -15,11 +15,15 @@ import psycopg
 import pytest
 
 from common.grpc_server import SCHEMA_EXIT_CODE
+from common.migrate import UPGRADES, schema_of
 from tests.stacks import fresh_postgres_database, stack_env
 
 pytestmark = pytest.mark.timeout(180)
 
 Completed = subprocess.CompletedProcess[str]
+
+# Each service's newest revision in this build (other branches add migrations).
+HEAD = {service: schema_of(service).head() for service in UPGRADES}
 
 
 def run_module(module: str, env: dict[str, str], timeout: float = 60) -> Completed:
@@ -42,7 +46,8 @@ def refusal(module: str, env: dict[str, str]) -> str:
 def test_a_service_never_migrated_refuses_to_start(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
     said = refusal("services.delivery.server", env)
-    assert "refusing to start: the delivery schema is not migrated (this build needs 0001)" in said
+    needs = f"(this build needs {HEAD['delivery']})"
+    assert f"refusing to start: the delivery schema is not migrated {needs}" in said
     assert "waybill migrate" in said
     # ...and it created nothing: the schema is the migration step's alone.
     tables = sqlite3.connect(tmp_path / "delivery.db").execute(
@@ -55,21 +60,25 @@ def test_migrate_then_every_service_checks_its_revision(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
     done = run_module("common.migrate", env)
     assert done.returncode == 0, done.stderr
-    for line in ("journal: schema at 0004", "admission: schema at 0007", "runner: schema at 0002"):
-        assert line in done.stdout
+    for service, head in HEAD.items():
+        assert f"{service}: schema at {head}" in done.stdout
     # Twice is harmless: nothing to do the second time.
     assert run_module("common.migrate", env).returncode == 0
 
+    # A revision this build knows, older than its head: the head's predecessor.
+    older = schema_of("journal").script_directory().get_revision(HEAD["journal"]).down_revision
+    assert isinstance(older, str)
     journal = sqlite3.connect(tmp_path / "journal.db")
     with journal:
-        journal.execute("UPDATE alembic_version_journal SET version_num = '0003'")
+        journal.execute("UPDATE alembic_version_journal SET version_num = ?", (older,))
     said = refusal("services.journal.server", env)
-    assert "the journal schema is at 0003, this build needs 0004: run the migrations" in said
+    needs = f"this build needs {HEAD['journal']}: run the migrations"
+    assert f"the journal schema is at {older}, {needs}" in said
 
     with journal:
         journal.execute("UPDATE alembic_version_journal SET version_num = '0042'")
     said = refusal("services.journal.server", env)
-    assert "this build does not know journal schema 0042 (its newest is 0004)" in said
+    assert f"this build does not know journal schema 0042 (its newest is {HEAD['journal']})" in said
     assert "migrated by a newer release" in said
 
 
@@ -81,11 +90,11 @@ def test_postgres_migrations_run_once_even_when_started_twice(tmp_path: Path) ->
             runs = list(pool.map(lambda _: run_module("common.migrate", env, 120), range(2)))
         for done in runs:
             assert done.returncode == 0, done.stderr
-            assert "runner: schema at 0002" in done.stdout
+            assert f"runner: schema at {HEAD['runner']}" in done.stdout
         plain = url.replace("postgresql+asyncpg://", "postgresql://")
         with psycopg.connect(plain, autocommit=True) as conn:
             versions = conn.execute("SELECT version_num FROM alembic_version_admission").fetchall()
-            assert versions == [("0007",)]
+            assert versions == [(HEAD["admission"],)]
             # LangGraph's own tables are the runner's to check too.
             newest = conn.execute("SELECT max(v) FROM checkpoint_migrations").fetchone()[0]
             conn.execute("DELETE FROM checkpoint_migrations WHERE v = %s", (newest,))
