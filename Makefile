@@ -27,7 +27,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy common gateway services
+	$(BIN)/mypy cli common gateway services
 
 # The stubs are committed; tests/test_contracts.py fails if they are stale.
 test: setup lint typecheck

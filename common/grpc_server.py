@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -18,10 +19,14 @@ import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common.errors import ServiceError
+from common.schema import SchemaMismatch
 
 log = logging.getLogger("waybill")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The exit status of a service that refused to start on a schema it does not run on.
+SCHEMA_EXIT_CODE = 3
 
 
 def translate_errors(handler: F) -> F:
@@ -94,5 +99,10 @@ async def serve(
 
 
 def run_service(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run a service's `main` on uvloop: the same asyncio, with a faster event loop."""
-    uvloop.run(main())
+    """Run a service's `main` on uvloop: the same asyncio, with a faster event loop.
+    A service whose schema is not this build's exits with status 3 and says why."""
+    try:
+        uvloop.run(main())
+    except SchemaMismatch as mismatch:
+        log.error("refusing to start: %s", mismatch)
+        sys.exit(SCHEMA_EXIT_CODE)

@@ -1,8 +1,8 @@
 """The embedded default: every service as a local process, one command.
 
-`python -m common.launch` (what `make run` runs) starts the five processes,
-waits until each answers its health check, prints the URL, and stops them all
-on Ctrl-C. If one dies, it says which and stops the rest. Tests use `Stack`.
+`python -m common.launch` (what `make run` runs) migrates the schemas, starts
+the five processes, waits until each answers its health check, prints the URL,
+and stops them all on Ctrl-C. If one dies, it says which and stops the rest. Tests use `Stack`.
 """
 
 from __future__ import annotations
@@ -71,10 +71,30 @@ class Stack:
         return f"http://{settings.http_host}:{settings.http_port}"
 
     def start(self, only: list[str] | None = None) -> None:
+        self.migrate()
         for name, module in SERVICES.items():
             if only is None or name in only:
                 self.start_one(name, module)
         self.wait_ready(only)
+
+    def migrate(self) -> None:
+        """The deploy's one migration step, before any service starts (they only
+        check their schema). Its output goes to `migrate.log` with a log dir."""
+        output = None
+        if self.log_dir:
+            output = open(os.path.join(self.log_dir, "migrate.log"), "ab")  # noqa: SIM115
+        try:
+            code = subprocess.call(
+                [sys.executable, "-m", "common.migrate"],
+                env={**os.environ, **self.env},
+                stdout=output,
+                stderr=subprocess.STDOUT if output else None,
+            )
+        finally:
+            if output is not None:
+                output.close()
+        if code != 0:
+            raise RuntimeError(f"migrations failed (exit code {code})")
 
     def start_one(
         self, name: str, module: str | None = None, extra_env: Mapping[str, str] | None = None

@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
+    # A stopping gateway lets open SSE streams run this long (a run about to end
+    # finishes its stream), then ends them; clients resume with Last-Event-ID.
+    # Keep it below shutdown_grace_seconds, the gateway's whole drain.
+    stream_drain_seconds: float = 3.0
     journal_batch_max: int = 512
     # A run's typed records (LLM/tool lifecycle, usage) wait this long to be sent
     # in one batch, off the path of the run's first token; the run's end sends at once.
@@ -109,6 +113,9 @@ class Settings(BaseSettings):
     journal_redis_block_seconds: float = 5.0
     journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
+    # A migration run waiting for another one (on Postgres), or `migrate --wait`
+    # waiting for the migration Job, checks this often.
+    migrate_lock_poll_seconds: float = 0.5
 
     # Each thread's workspace lives under this root. Runner and delivery must see
     # the same files: a local directory embedded, a shared volume when scaled.

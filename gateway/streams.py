@@ -7,9 +7,12 @@ The journal's end marker never reaches the client.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import anyio
 import grpc
 from fastapi import HTTPException
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -99,14 +102,70 @@ async def sse_frames(
 
 
 def sse_response(
-    frames: AsyncIterator[bytes], headers: Mapping[str, str], heartbeat_seconds: float
+    frames: AsyncIterator[bytes],
+    headers: Mapping[str, str],
+    heartbeat_seconds: float,
+    drain_seconds: float = 0.0,
 ) -> EventSourceResponse:
+    """On SIGTERM (uvicorn's shutdown, seen by sse-starlette) an open stream goes
+    on for `drain_seconds` (a run about to end completes it), then ends cleanly
+    between two events, as LangGraph Platform's streams end on a restart: the
+    client resumes with `Last-Event-ID` through another gateway (the SDK does,
+    following the `Location` header, once it sees the run still going)."""
+    shutdown = anyio.Event()
     return EventSourceResponse(
-        frames,
+        until_drained(frames, shutdown, drain_seconds),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
         ping=heartbeat_seconds,
         ping_message_factory=lambda: ServerSentEvent(comment="heartbeat"),
+        shutdown_event=shutdown,
+        # A backstop only: the stream ends itself after drain_seconds.
+        shutdown_grace_period=drain_seconds + DRAIN_BACKSTOP_SECONDS,
     )
+
+
+# How long after its own drain a stream that failed to end is cut (abruptly).
+DRAIN_BACKSTOP_SECONDS = 2.0
+
+
+async def until_drained(
+    frames: AsyncIterator[bytes], shutdown: anyio.Event, drain_seconds: float
+) -> AsyncIterator[bytes]:
+    """`frames` until they end, or until `drain_seconds` after `shutdown` is set."""
+    loop = asyncio.get_running_loop()
+    iterator = aiter(frames)
+    pending: asyncio.Future[bytes] | None = None
+    stopping = asyncio.ensure_future(shutdown.wait())
+    stop_at: float | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(iterator))
+            waiting: set[asyncio.Future[Any]] = {pending}
+            if stop_at is None:
+                waiting.add(stopping)
+            timeout = None if stop_at is None else max(0.0, stop_at - loop.time())
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when="FIRST_COMPLETED")
+            if pending in done:
+                try:
+                    chunk = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                yield chunk
+            elif stop_at is None and stopping in done:
+                stop_at = loop.time() + drain_seconds
+            else:
+                return  # drained: end between two events
+    finally:
+        stopping.cancel()
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 async def wait_for_end(journal: journal_pb2_grpc.JournalStub, run_id: str) -> dict[str, Any] | None:

@@ -104,6 +104,7 @@ def run_stream(request: Request, run: common_pb2.Run, frames: AsyncIterator[byte
         frames,
         run_headers(run.thread_id, run.run_id),
         request.app.state.settings.sse_heartbeat_seconds,
+        request.app.state.settings.stream_drain_seconds,
     )
 
 

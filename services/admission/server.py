@@ -31,6 +31,7 @@ from services.admission.policy import (
 )
 from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES, RunRecord
 from services.admission.runner_facts import RunnerFacts
+from services.admission.schema import SCHEMA
 from services.admission.store import AdmissionStore, Lease, RunEnd
 from services.admission.thread_queries import (
     SORT_KEYS,
@@ -475,7 +476,7 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
     store = AdmissionStore(settings.engine(settings.sqlalchemy_url("admission")))
-    await store.migrate()
+    await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
     pool.start()
     listener = None

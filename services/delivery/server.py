@@ -20,6 +20,7 @@ from services.delivery.channels.store import ChannelStore
 from services.delivery.outbox import Outbox
 from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore, SubscriptionRow
 from services.delivery.receipting import write_receipt
+from services.delivery.schema import SCHEMA
 from services.delivery.store import ReceiptRecord, ReceiptStore
 from services.delivery.workspace_files import (
     CHUNK,
@@ -261,7 +262,7 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("delivery")
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
-    await store.migrate()
+    await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     outbox_store = OutboxStore(store.engine)
     admission = grpc.aio.insecure_channel(settings.admission_addr)
     outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))

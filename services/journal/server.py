@@ -15,6 +15,7 @@ from services.journal.record_rpcs import append_records, list_records
 from services.journal.records import RecordStore
 from services.journal.redis_hub import RedisConfig, RedisJournalHub
 from services.journal.retention import sweep_forever
+from services.journal.schema import SCHEMA
 from services.journal.stats import STATS
 from services.journal.store import JournalStore, StoredEvent
 from waybill.v1 import journal_pb2, journal_pb2_grpc
@@ -141,7 +142,7 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("journal")
     store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
-    await store.migrate()
+    await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     hub = make_hub(settings, store)
     hub.start()
     sweeper = asyncio.create_task(
@@ -155,7 +156,6 @@ async def main() -> None:
 
     async def stop() -> None:
         sweeper.cancel()
-        await hub.stop()
 
     servicer = JournalServicer(hub, RecordStore(store.engine))
     await serve(
@@ -165,6 +165,8 @@ async def main() -> None:
         on_stop=stop,
         grace_seconds=settings.shutdown_grace_seconds,
     )
+    # After the server stopped: appends accepted during the grace are flushed too.
+    await hub.stop()
     await store.engine.dispose()
 
 

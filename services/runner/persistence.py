@@ -11,29 +11,33 @@ from common.settings import Settings
 
 
 @contextlib.asynccontextmanager
-async def open_checkpointer(settings: Settings) -> AsyncIterator[Any]:
+async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIterator[Any]:
+    """`setup` creates or upgrades the tables: the migration step's job, not a start's."""
     url = settings.checkpointer_url()
     if settings.database_url:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         async with AsyncPostgresSaver.from_conn_string(url) as saver:
-            await saver.setup()
+            if setup:
+                await saver.setup()
             yield saver
     else:
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         async with AsyncSqliteSaver.from_conn_string(url) as saver:
-            await saver.setup()
+            if setup:
+                await saver.setup()
             yield saver
 
 
 @contextlib.asynccontextmanager
-async def open_store(settings: Settings) -> AsyncIterator[Any]:
+async def open_store(settings: Settings, setup: bool = True) -> AsyncIterator[Any]:
     if settings.database_url:
         from langgraph.store.postgres.aio import AsyncPostgresStore
 
         async with AsyncPostgresStore.from_conn_string(settings.checkpointer_url()) as store:
-            await store.setup()
+            if setup:
+                await store.setup()
             yield store
     else:
         from langgraph.store.sqlite.aio import AsyncSqliteStore
@@ -41,5 +45,6 @@ async def open_store(settings: Settings) -> AsyncIterator[Any]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         path = str((settings.data_dir / "store.db").resolve())
         async with AsyncSqliteStore.from_conn_string(path) as store:
-            await store.setup()
+            if setup:
+                await store.setup()
             yield store

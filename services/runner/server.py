@@ -22,6 +22,7 @@ from services.runner.graphs import GraphNotFoundError, GraphRegistry
 from services.runner.journal_link import JournalLink
 from services.runner.owned_store import OwnedStore
 from services.runner.persistence import open_checkpointer, open_store
+from services.runner.schema import check as check_schema
 from services.runner.state import EMPTY_STATE, snapshot_to_dict
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
@@ -254,8 +255,11 @@ async def main() -> None:
     configure_logging("runner")
     settings.prices()  # a bad price table stops the runner here, not at each run's end
     store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
-    async with open_checkpointer(settings) as checkpointer, open_store(settings) as long_term:
-        await store.migrate()  # after the checkpointer made its tables: the fence guards them
+    await check_schema(store)  # `waybill migrate` upgrades it, once per deploy
+    async with (
+        open_checkpointer(settings, setup=False) as checkpointer,
+        open_store(settings, setup=False) as long_term,
+    ):
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         worker = Worker(

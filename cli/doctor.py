@@ -1,0 +1,127 @@
+"""`waybill doctor`: is this installation able to work? One line per check
+(`ok`, `FAIL` or `skip`, what was checked, what was found) and a non-zero exit
+when any check fails."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+import httpx
+
+from common.launch import grpc_serving
+from common.migrate import UPGRADES, schema_of, schema_verdict
+from common.settings import Settings
+
+GRPC_SERVICES = ("admission", "runner", "journal", "delivery")
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: str  # ok | FAIL | skip
+    check: str
+    detail: str
+
+
+def check_config(settings: Settings) -> list[Finding]:
+    """The YAML config, the graphs manifest and the auth setup can be read."""
+    found = []
+    try:
+        models = [model.name for model in settings.models()]
+        settings.principals()
+        settings.prices()
+        where = str(settings.config) if settings.config else "built-in defaults"
+        found.append(Finding("ok", "config", f"{where}; models: {', '.join(models)}"))
+    except Exception as error:  # any broken config is the finding itself
+        found.append(Finding("FAIL", "config", f"{settings.config}: {error}"))
+    try:
+        graphs = sorted(settings.graph_specs())
+        found.append(Finding("ok", "graphs", ", ".join(graphs)))
+    except Exception as error:
+        found.append(Finding("FAIL", "graphs", f"{settings.graphs}: {error}"))
+    auth = "on" if settings.auth_enabled else "off (every request is the one local user)"
+    found.append(Finding("ok", "auth", auth))
+    return found
+
+
+async def _schema_findings(settings: Settings) -> list[Finding]:
+    found = []
+    for service in UPGRADES:
+        check = f"database {service}"
+        try:
+            verdict = await schema_verdict(settings, service)
+        except Exception as error:  # unreachable database, bad URL, no such file
+            found.append(Finding("FAIL", check, f"{type(error).__name__}: {error}"))
+            continue
+        if verdict is None:
+            found.append(Finding("ok", check, f"schema at {schema_of(service).head()}"))
+        else:
+            found.append(Finding("FAIL", check, verdict))
+    return found
+
+
+def check_database(settings: Settings) -> list[Finding]:
+    """Each service's database answers and its schema is at this build's head."""
+    kind = "Postgres" if settings.database_url else f"SQLite under {settings.data_dir}"
+    if not settings.database_url and not settings.data_dir.exists():
+        return [Finding("FAIL", "database", f"{kind}: no data directory (run `waybill migrate`)")]
+    return [Finding("ok", "database", kind), *asyncio.run(_schema_findings(settings))]
+
+
+def check_redis(settings: Settings) -> list[Finding]:
+    if not settings.redis_url:
+        return [Finding("skip", "redis", "not configured (in-memory fan-out, one journal)")]
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=3, socket_connect_timeout=3)
+    try:
+        client.ping()
+        return [Finding("ok", "redis", f"{_without_password(settings.redis_url)} answers PING")]
+    except redis.RedisError as error:
+        return [Finding("FAIL", "redis", f"{_without_password(settings.redis_url)}: {error}")]
+    finally:
+        client.close()
+
+
+def _without_password(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return scheme + sep + rest
+
+
+def check_services(settings: Settings, gateway_url: str) -> list[Finding]:
+    """Each gRPC service answers grpc.health.v1 SERVING; the gateway answers /ok."""
+    found = []
+    for service in GRPC_SERVICES:
+        address = str(getattr(settings, f"{service}_addr"))
+        if grpc_serving(address):
+            found.append(Finding("ok", service, f"{address} SERVING"))
+        else:
+            found.append(Finding("FAIL", service, f"{address} not serving (grpc.health.v1)"))
+    try:
+        reply = httpx.get(f"{gateway_url}/ok", timeout=3)
+        verdict = "ok" if reply.status_code == 200 else "FAIL"
+        found.append(Finding(verdict, "gateway", f"{gateway_url}/ok answered {reply.status_code}"))
+    except httpx.HTTPError as error:
+        found.append(Finding("FAIL", "gateway", f"{gateway_url}/ok: {error}"))
+    return found
+
+
+def run_doctor(settings: Settings, gateway_url: str, out: TextIO) -> int:
+    checks: list[Callable[[], list[Finding]]] = [
+        lambda: check_config(settings),
+        lambda: check_database(settings),
+        lambda: check_redis(settings),
+        lambda: check_services(settings, gateway_url),
+    ]
+    failed = 0
+    for check in checks:
+        for finding in check():
+            failed += finding.verdict == "FAIL"
+            out.write(f"{finding.verdict:<5} {finding.check:<19} {finding.detail}\n")
+            out.flush()
+    out.write("all checks passed\n" if not failed else f"{failed} check(s) failed\n")
+    return 1 if failed else 0

@@ -1,0 +1,20 @@
+"""The admission schema: what `waybill migrate` upgrades, and what the service checks
+at start (it never migrates by itself)."""
+
+from __future__ import annotations
+
+from common.schema import Schema
+from common.settings import Settings
+from services.admission.store import MIGRATIONS, AdmissionStore
+
+SCHEMA = Schema("admission", MIGRATIONS)
+
+
+async def upgrade(settings: Settings) -> str:
+    """Bring the admission tables to this build's head; return that revision."""
+    store = AdmissionStore(settings.engine(settings.sqlalchemy_url("admission")))
+    try:
+        await store.migrate()
+    finally:
+        await store.engine.dispose()
+    return SCHEMA.head()

@@ -1,0 +1,20 @@
+"""The delivery schema: what `waybill migrate` upgrades, and what the service checks
+at start (it never migrates by itself)."""
+
+from __future__ import annotations
+
+from common.schema import Schema
+from common.settings import Settings
+from services.delivery.store import MIGRATIONS, ReceiptStore
+
+SCHEMA = Schema("delivery", MIGRATIONS)
+
+
+async def upgrade(settings: Settings) -> str:
+    """Bring the delivery tables to this build's head; return that revision."""
+    store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
+    try:
+        await store.migrate()
+    finally:
+        await store.engine.dispose()
+    return SCHEMA.head()

@@ -1,0 +1,20 @@
+"""The journal schema: what `waybill migrate` upgrades, and what the service checks
+at start (it never migrates by itself)."""
+
+from __future__ import annotations
+
+from common.schema import Schema
+from common.settings import Settings
+from services.journal.store import MIGRATIONS, JournalStore
+
+SCHEMA = Schema("journal", MIGRATIONS)
+
+
+async def upgrade(settings: Settings) -> str:
+    """Bring the journal tables to this build's head; return that revision."""
+    store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
+    try:
+        await store.migrate()
+    finally:
+        await store.engine.dispose()
+    return SCHEMA.head()

