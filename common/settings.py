@@ -107,6 +107,19 @@ class Settings(BaseSettings):
     journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
 
+    # ---- crons (see services/admission/scheduler.py) ----
+    # The scheduler sleeps until the next firing is due, but never longer than
+    # this (a safety net: a create or update on any replica wakes it at once).
+    cron_max_sleep_seconds: float = 60.0
+    # Firings missed while no admission ran (downtime): "skip" them (only the
+    # next due one fires) or "catch_up" (each fires, oldest first).
+    cron_missed_firings: str = "skip"
+    # A firing found this late or later counts as missed (else it just fires late).
+    cron_misfire_grace_seconds: float = 60.0
+    # Tests only: a file holding the scheduler's "now" (RFC 3339), so that a
+    # simulated hour passes in seconds. Unset: the real clock.
+    cron_clock_file: Path | None = None
+
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
     history_limit: int = 200  # messages the lead agent's model sees at most
