@@ -172,6 +172,7 @@ class Scheduler:
             log.exception("cron %s: firing due %s failed", cron.cron_id, due_at)
             await self.store.record_outcome(cron.cron_id, due_at, "error", repr(error))
             return
+        log.info("cron %s: fired its %s firing as run %s", cron.cron_id, due_at, run.run_id)
         cleanup = "pending" if fresh and cron.on_run_completed == "delete" else None
         await self.store.record_outcome(
             cron.cron_id, due_at, "started", "", run.run_id, run.thread_id, cleanup
