@@ -331,3 +331,45 @@ async def test_a_cron_belongs_to_its_creator(
     with pytest.raises(NotFoundError):
         await bob.crons.create_for_thread(thread["thread_id"], "lead_agent", schedule="* * * * *")
     await alice.crons.delete(cron["cron_id"])
+
+
+async def test_a_fresh_thread_cron_with_reject_skips_while_its_last_run_is_active(
+    scheduled: ScheduledStack, alice: LangGraphClient
+) -> None:
+    start = scheduled.next_minute()
+    cron = await alice.crons.create(
+        "lead_agent",
+        schedule="* * * * *",
+        input=says('/tool wait {"seconds": 60}'),
+        multitask_strategy="reject",
+        on_run_completed="keep",
+    )
+    scheduled.set_clock(start + MINUTE)
+    [first] = scheduled.wait_for_firings(cron["cron_id"], 1)
+    assert first.outcome == "started"
+    scheduled.set_clock(start + 2 * MINUTE)
+    second = scheduled.wait_for_firings(cron["cron_id"], 2)[1]
+    assert second.outcome == "skipped" and str(first.run_id) in second.detail
+    await alice.crons.delete(cron["cron_id"])
+    await alice.runs.cancel(str(first.thread_id), str(first.run_id), wait=True)
+
+
+async def test_a_cron_stops_at_its_end_time(
+    scheduled: ScheduledStack, alice: LangGraphClient
+) -> None:
+    start = scheduled.next_minute()
+    cron = await alice.crons.create(
+        "lead_agent",
+        schedule="* * * * *",
+        end_time=start + 2 * MINUTE + timedelta(seconds=30),
+        on_run_completed="keep",
+    )
+    for minute in (1, 2):
+        scheduled.set_clock(start + minute * MINUTE)
+        scheduled.wait_for_firings(cron["cron_id"], minute)
+    assert (await alice.http.get(f"/runs/crons/{cron['cron_id']}"))["next_run_date"] is None
+    scheduled.set_clock(start + 4 * MINUTE)
+    await asyncio.sleep(0.5)  # the replicas wake every 0.1 s: they had their chance
+    firings = scheduled.firings(cron["cron_id"])
+    assert [f.due_at for f in firings] == due_times(start, range(1, 3))
+    await alice.crons.delete(cron["cron_id"])

@@ -149,7 +149,7 @@ class CronRpcs:
             cron.next_run_at = cron.timing.next_after(now)
         cron.updated_at = codec.now_utc()
         await self._checked(cron, caller_of(context))
-        await self.cron_store.replace(cron, owner)
+        await self.cron_store.replace(cron, owner, rescheduled=timing_changed)
         self._wake_scheduler()
         return cron.to_proto()
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common import codec
 from common.errors import not_found
@@ -124,12 +124,21 @@ class CronStore:
             raise not_found(f"Cron {cron_id} not found.")
         return _cron(row)
 
-    async def replace(self, record: CronRecord, owner: str | None = None) -> None:
+    async def replace(
+        self, record: CronRecord, owner: str | None = None, rescheduled: bool = False
+    ) -> None:
+        """Write a changed cron. Its next firing is written only when the change
+        moved it: the scheduler may have moved it on meanwhile, and putting an
+        older due time back would owe a firing twice."""
+        values = _values(record)
+        del values["last_run_id"]  # the scheduler's to write
+        if not rescheduled:
+            del values["next_run_at"]
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(crons)
                 .where(crons.c.cron_id == record.cron_id, *_owned_by(owner))
-                .values(**_values(record))
+                .values(**values)
             )
             if not result.rowcount:
                 raise not_found(f"Cron {record.cron_id} not found.")
@@ -197,10 +206,11 @@ class CronStore:
 
     async def claim(
         self, cron: CronRecord, seen_due: datetime, fire_at: datetime | None, next_at: Any
-    ) -> bool:
-        """Move the cron from the due time it was read with to `next_at`; when
-        `fire_at` is given, record that firing as claimed in the same
-        transaction. False when another replica moved it first."""
+    ) -> bool | None:
+        """Move the cron from the due time it was read with to `next_at` and,
+        when `fire_at` is given, record that firing as claimed, in one
+        transaction. True: fire it. None: moved on, nothing to fire (or that
+        due time was fired already). False: another replica moved it first."""
         async with self.engine.begin() as conn:
             moved = await conn.execute(
                 update(crons)
@@ -209,20 +219,30 @@ class CronStore:
             )
             if not moved.rowcount:
                 return False
-            if fire_at is not None:
-                await conn.execute(
-                    insert(cron_firings).values(
-                        cron_id=cron.cron_id,
-                        due_at=fire_at,
-                        fired_at=codec.now_utc(),
-                        outcome="claimed",
-                        run_id=None,
-                        thread_id=cron.thread_id,
-                        detail="",
-                        thread_cleanup=None,
-                    )
+            # The update holds the cron's row: no other replica is between these lines.
+            if fire_at is None or await self._fired(conn, cron.cron_id, fire_at):
+                return None
+            await conn.execute(
+                insert(cron_firings).values(
+                    cron_id=cron.cron_id,
+                    due_at=fire_at,
+                    fired_at=codec.now_utc(),
+                    outcome="claimed",
+                    run_id=None,
+                    thread_id=cron.thread_id,
+                    detail="",
+                    thread_cleanup=None,
                 )
+            )
         return True
+
+    async def _fired(self, conn: AsyncConnection, cron_id: str, due_at: datetime) -> bool:
+        found = await conn.execute(
+            select(cron_firings.c.cron_id).where(
+                cron_firings.c.cron_id == cron_id, cron_firings.c.due_at == due_at
+            )
+        )
+        return found.first() is not None
 
     async def record_outcome(
         self,

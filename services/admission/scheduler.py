@@ -132,11 +132,12 @@ class Scheduler:
         """Claim and fire each due time of `cron` up to `now`, as the policy says."""
         while cron.next_run_at is not None and cron.next_run_at <= now:
             step = next_step(cron, now, self.grace, self.policy)
-            if not await self.store.claim(cron, cron.next_run_at, step.fire_at, step.next_at):
+            claimed = await self.store.claim(cron, cron.next_run_at, step.fire_at, step.next_at)
+            if claimed is False:
                 return  # another replica claimed this due time
             if step.missed:
                 log.info("cron %s: skipped %d missed firing(s)", cron.cron_id, step.missed)
-            if step.fire_at is not None:
+            if claimed and step.fire_at is not None:
                 await self._fire(cron, step.fire_at)
             cron.next_run_at = step.next_at
 
