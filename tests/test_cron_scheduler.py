@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,13 @@ KEYS = {"alice": "alice-cron-key", "bob": "bob-cron-key"}
 ADMIN_KEY = "admin-cron-key"
 
 
+def set_clock(clock_file: Path, moment: datetime) -> None:
+    """Written whole, then renamed: a replica never reads half a time."""
+    part = clock_file.with_suffix(".part")
+    part.write_text(moment.isoformat())
+    part.replace(clock_file)
+
+
 @dataclass
 class Firing:
     due_at: datetime
@@ -66,10 +74,7 @@ class ScheduledStack:
         return datetime.fromisoformat(self.clock_file.read_text())
 
     def set_clock(self, moment: datetime) -> None:
-        # Written whole, then renamed: a replica never reads half a time.
-        part = self.clock_file.with_suffix(".part")
-        part.write_text(moment.isoformat())
-        part.replace(self.clock_file)
+        set_clock(self.clock_file, moment)
 
     def next_minute(self) -> datetime:
         """Move the clock to the next whole minute (where a new test begins)."""
@@ -373,3 +378,42 @@ async def test_a_cron_stops_at_its_end_time(
     firings = scheduled.firings(cron["cron_id"])
     assert [f.due_at for f in firings] == due_times(start, range(1, 3))
     await alice.crons.delete(cron["cron_id"])
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Path]]:
+    """The embedded default (SQLite, one admission) with the file clock."""
+    data_dir = tmp_path_factory.mktemp("cron-embedded")
+    clock_file = data_dir / "clock"
+    clock_file.write_text(START.isoformat())
+    env = stack_env(
+        data_dir, WAYBILL_CRON_CLOCK_FILE=str(clock_file), WAYBILL_CRON_MAX_SLEEP_SECONDS="0.1"
+    )
+    with running_stack(env, data_dir) as stack:
+        yield stack, clock_file
+
+
+async def test_the_embedded_default_fires_on_sqlite(embedded: tuple[Stack, Path]) -> None:
+    stack, clock_file = embedded
+    client = get_client(url=stack.url)
+    thread = await client.threads.create()
+    cron = await client.crons.create_for_thread(
+        thread["thread_id"], "lead_agent", schedule="*/2 * * * *", input=says("ping")
+    )
+    database = Path(stack.env["WAYBILL_DATA_DIR"]) / "admission.db"
+
+    def fired() -> list[tuple[str, str]]:
+        with sqlite3.connect(database) as conn:
+            return conn.execute(
+                "SELECT due_at, outcome FROM cron_firings WHERE cron_id = ? ORDER BY due_at",
+                (cron["cron_id"],),
+            ).fetchall()
+
+    for minute in range(1, 7):
+        set_clock(clock_file, START + minute * MINUTE)
+        wait_until(lambda m=minute: len(fired()) == m // 2, f"{minute // 2} firing(s)")
+    assert [outcome for _, outcome in fired()] == ["started"] * 3
+    runs = await client.runs.list(thread["thread_id"], limit=10)
+    assert len(runs) == 3 and all(r["metadata"]["cron_id"] == cron["cron_id"] for r in runs)
+    await client.crons.delete(cron["cron_id"])
+    await client.aclose()

@@ -9,7 +9,7 @@ admission replicas, one of them wins each due time and the others match no row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
@@ -53,6 +53,13 @@ class Firing:
     due_at: datetime
 
 
+def _utc(moment: datetime | None) -> datetime | None:
+    """SQLite gives times back without their zone; every stored time is UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
 def _cron(row: Row[Any]) -> CronRecord:
     return CronRecord(
         cron_id=row.cron_id,
@@ -61,15 +68,15 @@ def _cron(row: Row[Any]) -> CronRecord:
         owner_id=row.owner_id,
         schedule=row.schedule,
         time_zone=row.timezone,
-        end_time=row.end_time,
+        end_time=_utc(row.end_time),
         enabled=row.enabled,
         on_run_completed=row.on_run_completed,
         kwargs=row.kwargs or {},
         metadata=row.metadata or {},
         multitask_strategy=row.multitask_strategy,
-        next_run_at=row.next_run_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        next_run_at=_utc(row.next_run_at),
+        created_at=_utc(row.created_at) or row.created_at,
+        updated_at=_utc(row.updated_at) or row.updated_at,
         owner_role=row.owner_role,
         owner_scopes=[s for s in row.owner_scopes.split(",") if s],
         last_run_id=row.last_run_id,
@@ -192,7 +199,7 @@ class CronStore:
             crons.c.enabled.is_(True), crons.c.next_run_at.is_not(None)
         )
         async with self.engine.connect() as conn:
-            return (await conn.execute(statement)).scalar()  # type: ignore[no-any-return]
+            return _utc((await conn.execute(statement)).scalar())
 
     async def due(self, now: datetime, limit: int = 100) -> list[CronRecord]:
         statement = (

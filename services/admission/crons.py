@@ -67,8 +67,8 @@ def parse_end_time(value: str, now: datetime) -> datetime | None:
         moment = datetime.fromisoformat(value)
     except ValueError as error:
         raise invalid(f"end_time '{value}' is not an RFC 3339 time.") from error
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+    # Stored in UTC: SQLite keeps no zone, so every stored time must be in one.
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     if moment <= now:
         raise invalid(
             f"end_time {moment.isoformat()} is in the past (now is {now.isoformat()}): "

@@ -41,7 +41,7 @@ class FileClock(SystemClock):
 
     def now(self) -> datetime:
         moment = datetime.fromisoformat(self.path.read_text().strip())
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
     async def wait(self, until: datetime | None, wake: asyncio.Event, max_sleep: float) -> None:
         with contextlib.suppress(TimeoutError):
