@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 import yaml
@@ -44,6 +45,7 @@ START = datetime(2030, 1, 1, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 GRACE_SECONDS = 20  # a firing found later than this after its due time counts as missed
 KEYS = {"alice": "alice-cron-key", "bob": "bob-cron-key"}
+SCHEDULER_ONLY_KEY = "crons-but-no-runs-key"  # crons:write without runs:create
 ADMIN_KEY = "admin-cron-key"
 
 
@@ -139,6 +141,13 @@ def auth_config(path: Path) -> Path:
         {"user_id": user, "key_sha256": hashlib.sha256(key.encode()).hexdigest()}
         for user, key in KEYS.items()
     ]
+    principals.append(
+        {
+            "user_id": "carol",
+            "scopes": ["crons:write", "runs:read", "threads:read"],
+            "key_sha256": hashlib.sha256(SCHEDULER_ONLY_KEY.encode()).hexdigest(),
+        }
+    )
     path.write_text(yaml.safe_dump({"auth": {"principals": principals}}))
     return path
 
@@ -378,6 +387,16 @@ async def test_a_cron_stops_at_its_end_time(
     firings = scheduled.firings(cron["cron_id"])
     assert [f.due_at for f in firings] == due_times(start, range(1, 3))
     await alice.crons.delete(cron["cron_id"])
+
+
+async def test_a_cron_cannot_start_runs_its_creator_may_not(scheduled: ScheduledStack) -> None:
+    carol = get_client(url=scheduled.stack.url, api_key=SCHEDULER_ONLY_KEY)
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await carol.crons.create("lead_agent", schedule="* * * * *", metadata={"who": "c"})
+    assert refused.value.response.status_code == 403
+    assert "runs:create" in refused.value.response.json()["detail"]
+    assert await carol.crons.count(metadata={"who": "c"}) == 0
+    await carol.aclose()
 
 
 @pytest.fixture(scope="module")

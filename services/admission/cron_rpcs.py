@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from common import codec
-from common.errors import invalid
+from common.errors import forbidden, invalid
 from common.grpc_server import translate_errors
 from common.identity import LOCAL_USER, Principal, caller_of, owner_filter
 from services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
@@ -91,6 +91,9 @@ class CronRpcs:
 
     async def _checked(self, cron: CronRecord, caller: Principal | None) -> None:
         """Every StartRun rule on the payload, for the caller; fixes the assistant's id."""
+        if caller is not None and not caller.allows("runs:create"):
+            # A cron starts runs in its owner's name: no more than the owner may.
+            raise forbidden("A cron starts runs: this API key lacks the 'runs:create' scope.")
         _no_sealed_secrets(cron.kwargs)
         run, _ = await self._checked_run(_probe(cron), caller)
         cron.assistant_id = run.assistant_id
