@@ -6,6 +6,7 @@ The schedules here are far from the test's time (yearly), so nothing fires."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -169,3 +170,26 @@ async def test_a_bad_update_changes_nothing(
     unchanged = (await http.get(path)).json()
     assert unchanged == cron
     await client.crons.delete(cron["cron_id"])
+
+
+@pytest.mark.timeout(150)
+async def test_on_the_real_clock_a_cron_fires_at_the_next_minute(client: LangGraphClient) -> None:
+    """The production path: no clock file, the scheduler sleeps until the due time."""
+    cron = await client.crons.create(
+        "lead_agent", schedule="* * * * *", input=says("on time"), on_run_completed="keep"
+    )
+    due = datetime.fromisoformat(cron["next_run_date"])
+    found: list[dict[str, Any]] = []
+    for _ in range(900):  # up to 90 s: the next whole minute, and some slack
+        found = await client.threads.search(metadata={"cron_id": cron["cron_id"]})
+        if found:
+            break
+        await asyncio.sleep(0.1)
+    await client.crons.delete(cron["cron_id"])
+    assert len(found) == 1, "the cron did not fire at its due minute"
+    assert datetime.now(UTC) >= due
+    thread_id = found[0]["thread_id"]
+    [run] = await client.runs.list(thread_id)
+    assert run["metadata"]["cron_due_at"] == due.isoformat()
+    await client.runs.join(thread_id, run["run_id"])
+    await client.threads.delete(thread_id)

@@ -22,7 +22,7 @@ from services.admission.crons import CronRecord
 from services.admission.json_filters import contains
 from services.admission.records import ACTIVE_STATUSES
 from services.admission.tables import cron_firings, crons, runs
-from services.admission.wakeups import notify, wake_payload
+from services.admission.wakeups import crons_payload, notify
 
 SORT_COLUMNS = {
     "cron_id": crons.c.cron_id,
@@ -118,7 +118,7 @@ class CronStore:
     async def insert(self, record: CronRecord) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(insert(crons).values(**_values(record)))
-            await notify(conn, wake_payload())  # every replica's scheduler re-reads its next due
+            await notify(conn, crons_payload())  # every replica's scheduler re-reads its next due
 
     async def get(self, cron_id: str, owner: str | None = None) -> CronRecord:
         async with self.engine.connect() as conn:
@@ -149,7 +149,7 @@ class CronStore:
             )
             if not result.rowcount:
                 raise not_found(f"Cron {record.cron_id} not found.")
-            await notify(conn, wake_payload())
+            await notify(conn, crons_payload())
 
     async def delete(self, cron_id: str, owner: str | None = None) -> None:
         async with self.engine.begin() as conn:

@@ -512,12 +512,9 @@ async def main() -> None:
     scheduler.start()
     listener = None
     if settings.database_url:  # other admission replicas may commit work (or crons) for us
-
-        def wake_all() -> None:
-            pool.wake()
-            scheduler.wake()
-
-        listener = WakeupListener(settings.database_url, wake_all, pool.send_cancel)
+        listener = WakeupListener(
+            settings.database_url, pool.wake, pool.send_cancel, on_crons=scheduler.wake
+        )
         listener.start()
 
     async def stop() -> None:
