@@ -218,6 +218,13 @@ async def test_every_minute_for_a_simulated_hour_fires_once_per_minute_on_two_re
     assert {run_id for run_id, *_ in runs} == {f.run_id for f in firings}
     assert len({thread_id for _, thread_id, *_ in runs}) == 60  # a fresh thread each
     assert {owner for _, _, owner, _ in runs} == {"alice"}  # acting as the cron's owner
+    # Both replicas raced for every minute, and each won some of them.
+    log_dir = Path(str(scheduled.stack.log_dir))
+    wins = [
+        (log_dir / f"{name}.log").read_text().count(f"cron {cron['cron_id']}: fired")
+        for name in ("admission", "admission-2")
+    ]
+    assert sum(wins) == 60 and min(wins) > 0, wins
     wait_until(
         lambda: {s for *_, s in scheduled.runs_of(cron["cron_id"])} == {"success"},
         "every fired run to succeed",
