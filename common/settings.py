@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     cron_missed_firings: str = "skip"
     # A firing found this late or later counts as missed (else it just fires late).
     cron_misfire_grace_seconds: float = 60.0
+    # A firing claimed but not recorded after this long (its replica died between
+    # the two) is fired again by any replica; its idempotency key keeps it one run.
+    cron_reclaim_seconds: float = 60.0
     # Tests only: a file holding the scheduler's "now" (RFC 3339), so that a
     # simulated hour passes in seconds. Unset: the real clock.
     cron_clock_file: Path | None = None

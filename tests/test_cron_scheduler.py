@@ -396,6 +396,31 @@ async def test_a_cron_stops_at_its_end_time(
     await alice.crons.delete(cron["cron_id"])
 
 
+async def test_a_firing_abandoned_mid_way_is_fired_again_once(
+    scheduled: ScheduledStack, alice: LangGraphClient
+) -> None:
+    """A replica that died between claiming a firing and starting its run leaves
+    a `claimed` record: the replicas fire it again, and its key makes one run."""
+    start = scheduled.next_minute()
+    cron = await alice.crons.create(
+        "lead_agent", schedule="0 9 1 1 *", input=says("late"), on_run_completed="keep"
+    )
+    due = start - 5 * MINUTE
+    with psycopg.connect(scheduled.database_url) as conn:
+        conn.execute(
+            "INSERT INTO cron_firings (cron_id, due_at, fired_at, outcome, detail) "
+            "VALUES (%s, %s, now() - interval '1 hour', 'claimed', '')",
+            (cron["cron_id"], due),
+        )
+    [firing] = scheduled.wait_for_firings(cron["cron_id"], 1)
+    assert firing.due_at == due and firing.outcome == "started"
+    await asyncio.sleep(0.5)  # both replicas had several ticks to fire it again
+    runs = scheduled.runs_of(cron["cron_id"])
+    assert [run_id for run_id, *_ in runs] == [firing.run_id]
+    assert scheduled.firings(cron["cron_id"])[0].run_id == firing.run_id
+    await alice.crons.delete(cron["cron_id"])
+
+
 async def test_a_cron_cannot_start_runs_its_creator_may_not(scheduled: ScheduledStack) -> None:
     carol = get_client(url=scheduled.stack.url, api_key=SCHEDULER_ONLY_KEY)
     with pytest.raises(httpx.HTTPStatusError) as refused:

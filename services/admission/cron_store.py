@@ -251,6 +251,21 @@ class CronStore:
         )
         return found.first() is not None
 
+    async def abandoned_firings(
+        self, claimed_before: datetime, limit: int = 50
+    ) -> list[tuple[CronRecord, datetime]]:
+        """Firings still `claimed` since before `claimed_before`, with their cron."""
+        statement = (
+            select(crons, cron_firings.c.due_at.label("firing_due_at"))
+            .join(cron_firings, cron_firings.c.cron_id == crons.c.cron_id)
+            .where(cron_firings.c.outcome == "claimed", cron_firings.c.fired_at < claimed_before)
+            .order_by(cron_firings.c.due_at)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        return [(_cron(row), _utc(row.firing_due_at) or row.firing_due_at) for row in rows]
+
     async def record_outcome(
         self,
         cron_id: str,

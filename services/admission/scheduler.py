@@ -84,6 +84,7 @@ class Scheduler:
         max_sleep: float,
         grace_seconds: float,
         missed_policy: str,
+        reclaim_seconds: float,
     ) -> None:
         if missed_policy not in MISSED_POLICIES:
             raise ValueError(
@@ -96,6 +97,7 @@ class Scheduler:
         self.max_sleep = max_sleep
         self.grace = timedelta(seconds=grace_seconds)
         self.policy = missed_policy
+        self.reclaim = timedelta(seconds=reclaim_seconds)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -126,7 +128,16 @@ class Scheduler:
         now = self.clock.now()
         for cron in await self.store.due(now):
             await self._advance(cron, now)
+        await self._fire_abandoned()
         await self._remove_ended_threads()
+
+    async def _fire_abandoned(self) -> None:
+        """Firings claimed but never recorded (their replica died between the
+        two) are fired again; their idempotency key makes that start one run."""
+        before = codec.now_utc() - self.reclaim
+        for cron, due_at in await self.store.abandoned_firings(before):
+            log.warning("cron %s: firing due %s was abandoned; firing it", cron.cron_id, due_at)
+            await self._fire(cron, due_at)
 
     async def _advance(self, cron: CronRecord, now: datetime) -> None:
         """Claim and fire each due time of `cron` up to `now`, as the policy says."""
@@ -153,12 +164,17 @@ class Scheduler:
                 "(multitask_strategy=reject)",
             )
             return
+        due = codec.iso(due_at)
         request = admission_pb2.StartRunRequest(
-            thread_id=cron.thread_id or str(uuid.uuid4()),
+            # A firing's request is the same each time it is made (a fresh thread's
+            # id too), and keyed: a firing started again after its replica died
+            # mid-way gets the run it may have started already, never a second one.
+            thread_id=cron.thread_id or str(uuid.uuid5(uuid.UUID(cron.cron_id), due)),
+            idempotency_key=f"cron:{cron.cron_id}:{due}",
             assistant_id=cron.assistant_id,
             kwargs_json=codec.dumps(cron.kwargs),
             metadata_json=codec.dumps(
-                {**cron.metadata, "cron_id": cron.cron_id, "cron_due_at": codec.iso(due_at)}
+                {**cron.metadata, "cron_id": cron.cron_id, "cron_due_at": due}
             ),
             multitask_strategy=codec.MULTITASK_VALUES[cron.multitask_strategy],
             if_not_exists="create" if fresh else "reject",

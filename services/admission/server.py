@@ -507,6 +507,7 @@ async def main() -> None:
         max_sleep=settings.cron_max_sleep_seconds,
         grace_seconds=settings.cron_misfire_grace_seconds,
         missed_policy=settings.cron_missed_firings,
+        reclaim_seconds=settings.cron_reclaim_seconds,
     )
     servicer.scheduler = scheduler
     scheduler.start()
