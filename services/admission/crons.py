@@ -21,17 +21,6 @@ from common.identity import Principal
 from waybill.v1 import admission_pb2
 
 ON_RUN_COMPLETED = ("delete", "keep")
-SORTABLE = (
-    "cron_id",
-    "assistant_id",
-    "thread_id",
-    "created_at",
-    "updated_at",
-    "next_run_date",
-    "end_time",
-)
-# What a firing's record says happened.
-FIRING_OUTCOMES = ("started", "skipped", "error")
 
 
 def parse_time_zone(name: str) -> ZoneInfo:
@@ -163,8 +152,3 @@ class CronRecord:
             created_at=codec.iso(self.created_at),
             updated_at=codec.iso(self.updated_at),
         )
-
-
-def first_due(schedule: Schedule, now: datetime) -> datetime | None:
-    """A new or rescheduled cron's first firing: the first due time after now."""
-    return schedule.next_after(now)
