@@ -117,6 +117,22 @@ class Settings(BaseSettings):
     # waiting for the migration Job, checks this often.
     migrate_lock_poll_seconds: float = 0.5
 
+    # ---- crons (see services/admission/scheduler.py) ----
+    # The scheduler sleeps until the next firing is due, but never longer than
+    # this (a safety net: a create or update on any replica wakes it at once).
+    cron_max_sleep_seconds: float = 60.0
+    # Firings missed while no admission ran (downtime): "skip" them (only the
+    # next due one fires) or "catch_up" (each fires, oldest first).
+    cron_missed_firings: str = "skip"
+    # A firing found this late or later counts as missed (else it just fires late).
+    cron_misfire_grace_seconds: float = 60.0
+    # A firing claimed but not recorded after this long (its replica died between
+    # the two) is fired again by any replica; its idempotency key keeps it one run.
+    cron_reclaim_seconds: float = 60.0
+    # Tests only: a file holding the scheduler's "now" (RFC 3339), so that a
+    # simulated hour passes in seconds. Unset: the real clock.
+    cron_clock_file: Path | None = None
+
     # Each thread's workspace lives under this root. Runner and delivery must see
     # the same files: a local directory embedded, a shared volume when scaled.
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces

@@ -15,7 +15,7 @@ from common.settings import Settings, get_settings
 from gateway.auth import KeyRing, authorize, platform_signed
 from gateway.errors import validation_error
 from gateway.peers import Peers
-from gateway.routes import assistants, channels, deliveries, run_events, runs, store, threads
+from gateway.routes import assistants, channels, crons, deliveries, run_events, runs, store, threads
 
 VERSION = "0.1.0"
 
@@ -60,7 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {
             "version": VERSION,
             "langgraph_py_version": _langgraph_version(),
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
         }
 
     # /ok and /info stay open; every API route needs a principal and its scope.
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         deliveries.router,
         assistants.router,
         store.router,
+        crons.router,
     )
     for router in routers:
         app.include_router(router, dependencies=guarded)

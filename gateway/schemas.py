@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -253,3 +254,101 @@ class BatchRunCreate(RunCreate):
     """One run of `POST /runs/batch`: on the thread it names, or stateless without one."""
 
     thread_id: UUID | None = None
+
+
+CronSortBy = Literal[
+    "cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date", "end_time"
+]
+CronField = Literal[
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "end_time",
+    "schedule",
+    "timezone",
+    "created_at",
+    "updated_at",
+    "user_id",
+    "payload",
+    "next_run_date",
+    "metadata",
+    "now",
+    "on_run_completed",
+    "enabled",
+]
+
+
+class CronRunFields(Envelope):
+    """The run each firing starts (the schedule itself is admission's to check)."""
+
+    input: Any = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None  # every Waybill stream is resumable
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_during: bool | None = None  # deprecated by LangGraph: durability says it
+    webhook: str | None = None
+
+    @field_validator("stream_mode")
+    @classmethod
+    def _known_modes(cls, value: str | list[str] | None) -> str | list[str] | None:
+        for mode in [value] if isinstance(value, str) else value or []:
+            if mode not in STREAM_MODES:
+                known = ", ".join(STREAM_MODES)
+                raise ValueError(f"unknown stream_mode '{mode}'; use one of {known}")
+        return value
+
+    def kwargs(self) -> dict[str, Any]:
+        """The run kwargs a firing uses: only the fields given."""
+        names = (
+            "input",
+            "config",
+            "context",
+            "stream_mode",
+            "stream_subgraphs",
+            "interrupt_before",
+            "interrupt_after",
+            "durability",
+            "webhook",
+        )
+        return {name: getattr(self, name) for name in names if name in self.model_fields_set}
+
+
+class CronCreate(CronRunFields):
+    assistant_id: str = Field(min_length=1)
+    schedule: str = Field(min_length=1)
+    timezone: str | None = None
+    end_time: datetime | None = None
+    enabled: bool | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+
+
+class CronPatch(CronRunFields):
+    """Only what is given changes; `end_time: null` clears the end."""
+
+    schedule: str | None = None
+    timezone: str | None = None
+    end_time: datetime | None = None
+    enabled: bool | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+
+
+class CronCount(Envelope):
+    assistant_id: str | None = None
+    thread_id: UUID | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class CronSearch(CronCount):
+    enabled: bool | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: CronSortBy | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[CronField] | None = None

@@ -14,11 +14,13 @@ from sqlalchemy.exc import IntegrityError
 from common import codec
 from common.errors import ServiceError, busy, invalid, refused
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.identity import Principal, acting_user, caller_of, owner_filter
+from common.identity import LOCAL_USER, Principal, acting_user, caller_of, owner_filter
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
 from services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
 from services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
+from services.admission.cron_rpcs import CronRpcs
+from services.admission.cron_store import CronStore
 from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.idempotency import IdempotencyKey, KeyedRun, key_for, replayed_run_id
 from services.admission.policy import (
@@ -31,6 +33,8 @@ from services.admission.policy import (
 )
 from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES, RunRecord
 from services.admission.runner_facts import RunnerFacts
+from services.admission.schedule_clock import clock_for
+from services.admission.scheduler import Scheduler
 from services.admission.schema import SCHEMA
 from services.admission.store import AdmissionStore, Lease, RunEnd
 from services.admission.thread_queries import (
@@ -39,6 +43,7 @@ from services.admission.thread_queries import (
     THREAD_STATUSES,
     ThreadQuery,
 )
+from services.admission.thread_removal import ThreadRemoval
 from services.admission.usage_rpcs import token_counts_of, token_usage
 from services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
@@ -96,11 +101,14 @@ def _search_query(request: admission_pb2.SearchThreadsRequest) -> ThreadQuery:
     return query
 
 
-class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
+class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     def __init__(
         self, store: AdmissionStore, pool: RunnerPool, facts: RunnerFacts, settings: Settings
     ) -> None:
         self.store = store
+        self.cron_store = CronStore(store.engine)
+        self.clock = clock_for(settings.cron_clock_file)
+        self.scheduler: Scheduler | None = None  # set by main(); woken by cron changes
         self.pool = pool
         self.facts = facts
         self.settings = settings
@@ -162,8 +170,15 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
-        caller = caller_of(context)
-        key = key_for(request, acting_user(context), self.settings.idempotency_seconds)
+        return await self.start_run_as(request, caller_of(context))
+
+    async def start_run_as(
+        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+    ) -> common_pb2.Run:
+        """StartRun's whole path (idempotency, every rule, the admit) for `caller`:
+        an HTTP request's principal, or a cron's owner when it fires."""
+        user = caller.user_id if caller else LOCAL_USER.user_id
+        key = key_for(request, user, self.settings.idempotency_seconds)
         if key is not None:  # a retry gets the run it created, and nothing starts
             found = await self.store.keyed_run(key)
             if found is not None:
@@ -243,6 +258,10 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
             self.pool.wake()  # a waiting run needs a claim; a delayed one, the start timer
         for run_id, action in run.displaced:  # interrupt / rollback strategies
             self.pool.send_cancel(run_id, action)
+
+    def _wake_scheduler(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.wake()
 
     def _secrets_key(self, kwargs: dict[str, Any]) -> bytes | None:
         context = kwargs.get("context")
@@ -479,21 +498,38 @@ async def main() -> None:
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
     pool.start()
-    listener = None
-    if settings.database_url:  # other admission replicas may commit work for our runners
-        listener = WakeupListener(settings.database_url, pool.wake, pool.send_cancel)
-        listener.start()
     facts = RunnerFacts(
         settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
     )
     servicer = AdmissionServicer(store, pool, facts, settings)
     await servicer.assistants.start()
+    removal = ThreadRemoval(store, settings)
+    scheduler = Scheduler(
+        servicer.cron_store,
+        servicer.start_run_as,
+        removal.remove,
+        servicer.clock,
+        max_sleep=settings.cron_max_sleep_seconds,
+        grace_seconds=settings.cron_misfire_grace_seconds,
+        missed_policy=settings.cron_missed_firings,
+        reclaim_seconds=settings.cron_reclaim_seconds,
+    )
+    servicer.scheduler = scheduler
+    scheduler.start()
+    listener = None
+    if settings.database_url:  # other admission replicas may commit work (or crons) for us
+        listener = WakeupListener(
+            settings.database_url, pool.wake, pool.send_cancel, on_crons=scheduler.wake
+        )
+        listener.start()
 
     async def stop() -> None:
         if listener is not None:
             await listener.stop()
+        await scheduler.stop()
         await pool.stop()
         await facts.close()
+        await removal.close()
 
     await serve(
         "Admission",

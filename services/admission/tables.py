@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -120,4 +121,46 @@ assistant_versions = Table(
     Column("context", JsonDocument, nullable=False),
     Column("metadata", JsonDocument, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# A schedule and the run each firing starts on behalf of its owner. The
+# scheduler claims a due firing by moving `next_run_at` on with a conditional
+# update: of any number of admission replicas, exactly one wins each due time.
+crons = Table(
+    "crons",
+    metadata,
+    Column("cron_id", String(36), primary_key=True),
+    Column("assistant_id", String(36), nullable=False),
+    Column("thread_id", String(36), index=True),  # NULL: a fresh thread per firing
+    Column("owner_id", String(255), nullable=False, index=True),
+    Column("owner_role", String(64), nullable=False),
+    Column("owner_scopes", Text, nullable=False),  # comma-separated, as at creation
+    Column("schedule", String(255), nullable=False),
+    Column("timezone", String(64), nullable=False),  # "" means UTC
+    Column("end_time", DateTime(timezone=True)),
+    Column("enabled", Boolean, nullable=False),
+    Column("on_run_completed", String(8)),
+    Column("kwargs", JsonDocument, nullable=False),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("multitask_strategy", String(16), nullable=False),
+    Column("next_run_at", DateTime(timezone=True), index=True),  # NULL: will not fire again
+    Column("last_run_id", String(36)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# One row per firing a replica claimed: when it was due, the run it started (or
+# why none started), so that "exactly once per due time" can be checked.
+cron_firings = Table(
+    "cron_firings",
+    metadata,
+    Column("cron_id", String(36), primary_key=True),
+    Column("due_at", DateTime(timezone=True), primary_key=True),
+    Column("fired_at", DateTime(timezone=True), nullable=False),
+    Column("outcome", String(16), nullable=False),  # claimed | started | skipped | error
+    Column("run_id", String(36)),
+    Column("thread_id", String(36)),
+    Column("detail", Text, nullable=False),
+    # on_run_completed=delete: "pending" until the ended run's thread is deleted, then "done".
+    Column("thread_cleanup", String(8)),
 )

@@ -45,6 +45,11 @@ def cancel_payload(run_id: str, action: str) -> str:
     return f"cancel:{run_id}:{action}"
 
 
+def crons_payload() -> str:
+    """A cron was created or changed: schedulers re-read their next due time."""
+    return "crons"
+
+
 class WakeupListener:
     """Holds one LISTEN connection and reconnects it if it drops."""
 
@@ -54,11 +59,13 @@ class WakeupListener:
         on_wake: Callable[[], None],
         on_cancel: Callable[[str, str], object],
         reconnect_seconds: float = 1.0,
+        on_crons: Callable[[], None] | None = None,
     ) -> None:
         self.dsn = database_url.replace("postgresql+asyncpg://", "postgresql://")
         self.on_wake = on_wake
         self.on_cancel = on_cancel
         self.reconnect_seconds = reconnect_seconds
+        self.on_crons = on_crons
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -73,6 +80,10 @@ class WakeupListener:
         if origin == REPLICA_ID:
             return
         kind, _, rest = payload.partition(":")
+        if kind == "crons":  # the scheduler's business only
+            if self.on_crons is not None:
+                self.on_crons()
+            return
         if kind == "cancel":
             run_id, _, action = rest.partition(":")
             self.on_cancel(run_id, action)
@@ -87,6 +98,8 @@ class WakeupListener:
                 conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._received)
                 self.on_wake()  # anything committed while we were not listening
+                if self.on_crons is not None:
+                    self.on_crons()
                 await lost.wait()
             except (OSError, asyncpg.PostgresError) as error:
                 log.warning("wake-up listener lost (%s); reconnecting", error)

@@ -470,3 +470,121 @@ class FinishRunResponse(_message.Message):
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
+
+class Cron(_message.Message):
+    __slots__ = ("cron_id", "assistant_id", "thread_id", "schedule", "timezone", "end_time", "enabled", "on_run_completed", "payload_json", "metadata_json", "owner_id", "next_run_date", "created_at", "updated_at")
+    CRON_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ON_RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_DATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    cron_id: str
+    assistant_id: str
+    thread_id: str
+    schedule: str
+    timezone: str
+    end_time: str
+    enabled: bool
+    on_run_completed: str
+    payload_json: bytes
+    metadata_json: bytes
+    owner_id: str
+    next_run_date: str
+    created_at: str
+    updated_at: str
+    def __init__(self, cron_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., end_time: _Optional[str] = ..., enabled: _Optional[bool] = ..., on_run_completed: _Optional[str] = ..., payload_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., owner_id: _Optional[str] = ..., next_run_date: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ...) -> None: ...
+
+class CreateCronRequest(_message.Message):
+    __slots__ = ("thread_id", "assistant_id", "schedule", "timezone", "end_time", "enabled", "on_run_completed", "kwargs_json", "metadata_json", "multitask_strategy")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ON_RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    MULTITASK_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    assistant_id: str
+    schedule: str
+    timezone: str
+    end_time: str
+    enabled: bool
+    on_run_completed: str
+    kwargs_json: bytes
+    metadata_json: bytes
+    multitask_strategy: _common_pb2.MultitaskStrategy
+    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., end_time: _Optional[str] = ..., enabled: _Optional[bool] = ..., on_run_completed: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ...) -> None: ...
+
+class GetCronRequest(_message.Message):
+    __slots__ = ("cron_id",)
+    CRON_ID_FIELD_NUMBER: _ClassVar[int]
+    cron_id: str
+    def __init__(self, cron_id: _Optional[str] = ...) -> None: ...
+
+class PatchCronRequest(_message.Message):
+    __slots__ = ("cron_id", "schedule", "timezone", "end_time", "enabled", "on_run_completed", "kwargs_json", "metadata_json")
+    CRON_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ON_RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    cron_id: str
+    schedule: str
+    timezone: str
+    end_time: str
+    enabled: bool
+    on_run_completed: str
+    kwargs_json: bytes
+    metadata_json: bytes
+    def __init__(self, cron_id: _Optional[str] = ..., schedule: _Optional[str] = ..., timezone: _Optional[str] = ..., end_time: _Optional[str] = ..., enabled: _Optional[bool] = ..., on_run_completed: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ...) -> None: ...
+
+class DeleteCronResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SearchCronsRequest(_message.Message):
+    __slots__ = ("assistant_id", "thread_id", "enabled", "metadata_json", "limit", "offset", "sort_by", "sort_order")
+    ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    SORT_ORDER_FIELD_NUMBER: _ClassVar[int]
+    assistant_id: str
+    thread_id: str
+    enabled: bool
+    metadata_json: bytes
+    limit: int
+    offset: int
+    sort_by: str
+    sort_order: str
+    def __init__(self, assistant_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., enabled: _Optional[bool] = ..., metadata_json: _Optional[bytes] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort_by: _Optional[str] = ..., sort_order: _Optional[str] = ...) -> None: ...
+
+class SearchCronsResponse(_message.Message):
+    __slots__ = ("crons",)
+    CRONS_FIELD_NUMBER: _ClassVar[int]
+    crons: _containers.RepeatedCompositeFieldContainer[Cron]
+    def __init__(self, crons: _Optional[_Iterable[_Union[Cron, _Mapping]]] = ...) -> None: ...
+
+class CountCronsResponse(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...

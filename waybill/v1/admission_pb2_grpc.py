@@ -160,6 +160,36 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.TokenUsage.FromString,
                 _registered_method=True)
+        self.CreateCron = channel.unary_unary(
+                '/waybill.v1.Admission/CreateCron',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.CreateCronRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.Cron.FromString,
+                _registered_method=True)
+        self.GetCron = channel.unary_unary(
+                '/waybill.v1.Admission/GetCron',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.GetCronRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.Cron.FromString,
+                _registered_method=True)
+        self.PatchCron = channel.unary_unary(
+                '/waybill.v1.Admission/PatchCron',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.PatchCronRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.Cron.FromString,
+                _registered_method=True)
+        self.DeleteCron = channel.unary_unary(
+                '/waybill.v1.Admission/DeleteCron',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.GetCronRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.DeleteCronResponse.FromString,
+                _registered_method=True)
+        self.SearchCrons = channel.unary_unary(
+                '/waybill.v1.Admission/SearchCrons',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.SearchCronsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.SearchCronsResponse.FromString,
+                _registered_method=True)
+        self.CountCrons = channel.unary_unary(
+                '/waybill.v1.Admission/CountCrons',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.SearchCronsRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.CountCronsResponse.FromString,
+                _registered_method=True)
 
 
 class AdmissionServicer:
@@ -357,6 +387,52 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateCron(self, request, context):
+        """Crons: schedules that start runs through StartRun's rules, on behalf of
+        their creator. Create one (on a thread, or a fresh thread per firing).
+        INVALID_ARGUMENT for a bad schedule, time zone, end_time or run payload,
+        and nothing is written; NOT_FOUND for a thread or assistant the caller cannot see.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCron(self, request, context):
+        """Read one cron. NOT_FOUND when unknown or another user's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PatchCron(self, request, context):
+        """Change a cron's schedule, time zone, end, enabled flag or run payload;
+        its next firing is recomputed. Same errors as CreateCron.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCron(self, request, context):
+        """Delete a cron; it fires no more (the records of past firings stay). NOT_FOUND when unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchCrons(self, request, context):
+        """Search the caller's crons by assistant, thread, enabled flag and metadata.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountCrons(self, request, context):
+        """Count the crons a search with the same filters would find.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -484,6 +560,36 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.GetTokenUsage,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.TokenUsage.SerializeToString,
+            ),
+            'CreateCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCron,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.CreateCronRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.Cron.SerializeToString,
+            ),
+            'GetCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCron,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.GetCronRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.Cron.SerializeToString,
+            ),
+            'PatchCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.PatchCron,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.PatchCronRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.Cron.SerializeToString,
+            ),
+            'DeleteCron': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCron,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.GetCronRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.DeleteCronResponse.SerializeToString,
+            ),
+            'SearchCrons': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchCrons,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.SearchCronsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.SearchCronsResponse.SerializeToString,
+            ),
+            'CountCrons': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountCrons,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.SearchCronsRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.CountCronsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1161,6 +1267,168 @@ class Admission:
             '/waybill.v1.Admission/GetTokenUsage',
             waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.TokenUsage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CreateCron',
+            waybill_dot_v1_dot_admission__pb2.CreateCronRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.Cron.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/GetCron',
+            waybill_dot_v1_dot_admission__pb2.GetCronRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.Cron.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PatchCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/PatchCron',
+            waybill_dot_v1_dot_admission__pb2.PatchCronRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.Cron.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCron(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/DeleteCron',
+            waybill_dot_v1_dot_admission__pb2.GetCronRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.DeleteCronResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchCrons(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/SearchCrons',
+            waybill_dot_v1_dot_admission__pb2.SearchCronsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.SearchCronsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountCrons(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/CountCrons',
+            waybill_dot_v1_dot_admission__pb2.SearchCronsRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.CountCronsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,52 @@
+"""The scheduler's clock: the real one, or a file tests move forward.
+
+Only the scheduler reads it (when a cron is due, what counts as missed, whether
+an end_time is past). With `WAYBILL_CRON_CLOCK_FILE` a test writes an RFC 3339
+time into a file and the scheduler takes it as "now": a simulated hour of
+firings passes in seconds, with real processes. Production never sets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import codec
+
+
+class SystemClock:
+    """The real clock: sleeps are real sleeps."""
+
+    def now(self) -> datetime:
+        return codec.now_utc()
+
+    async def wait(self, until: datetime | None, wake: asyncio.Event, max_sleep: float) -> None:
+        """Until `until`, a wake-up, or `max_sleep` seconds, whichever comes first."""
+        seconds = max_sleep
+        if until is not None:
+            seconds = min(seconds, max(0.0, (until - self.now()).total_seconds()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=seconds)
+
+
+class FileClock(SystemClock):
+    """ "Now" is the time written in a file. Simulated time does not pass by
+    itself, so a wait lasts until a wake-up or `max_sleep` real seconds (tests
+    set it short), then the file is read again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def now(self) -> datetime:
+        moment = datetime.fromisoformat(self.path.read_text().strip())
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+    async def wait(self, until: datetime | None, wake: asyncio.Event, max_sleep: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=max_sleep)
+
+
+def clock_for(clock_file: Path | None) -> SystemClock:
+    return FileClock(clock_file) if clock_file is not None else SystemClock()

@@ -1,0 +1,207 @@
+"""The scheduler: every admission replica runs one; each due firing happens once.
+
+It sleeps until the earliest `next_run_at` (never longer than
+`cron_max_sleep_seconds`), and is woken early when a cron is created or changed,
+here or, through LISTEN/NOTIFY, on another replica. Awake, it claims each due
+cron with a conditional update of `next_run_at` (see cron_store.py): among any
+number of replicas exactly one wins a due time, records the firing, and starts
+the run through StartRun's own path, as the cron's owner.
+
+Firings missed while no replica ran (downtime), i.e. found later than
+`cron_misfire_grace_seconds`, follow `cron_missed_firings`:
+
+| policy     | what fires after downtime                                   |
+|------------|-------------------------------------------------------------|
+| `skip`     | nothing that was missed; the schedule resumes at its next due time |
+| `catch_up` | every missed due time, oldest first, each its own run        |
+
+A firing's outcome: `started` (with its run), `skipped` (the thread, or the
+previous firing's run, is still busy and the cron's multitask strategy is
+`reject`), or `error` (the run was refused, e.g. its thread was deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import grpc
+
+from common import codec
+from common.errors import ServiceError
+from common.identity import Principal
+from services.admission.cron_store import CronStore
+from services.admission.crons import CronRecord
+from services.admission.schedule_clock import SystemClock
+from waybill.v1 import admission_pb2, common_pb2
+
+log = logging.getLogger("waybill.admission.scheduler")
+
+MISSED_POLICIES = ("skip", "catch_up")
+
+StartRun = Callable[[admission_pb2.StartRunRequest, Principal], Awaitable[common_pb2.Run]]
+RemoveThread = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class Step:
+    """What one claim of a due cron does: fire at `fire_at` (or nothing), and
+    move the cron to `next_at` (None: it will not fire again)."""
+
+    fire_at: datetime | None
+    next_at: datetime | None
+    missed: int = 0
+
+
+def next_step(cron: CronRecord, now: datetime, grace: timedelta, policy: str) -> Step:
+    due = cron.next_run_at
+    assert due is not None
+    timing = cron.timing
+    if policy == "catch_up" or now - due <= grace:
+        return Step(fire_at=due, next_at=timing.next_after(due))
+    # Late past the grace: skip to the newest due time, which fires if still in grace.
+    latest, following, missed = due, timing.next_after(due), 0
+    while following is not None and following <= now:
+        latest, following, missed = following, timing.next_after(following), missed + 1
+    if now - latest <= grace:
+        return Step(fire_at=latest, next_at=following, missed=missed)
+    return Step(fire_at=None, next_at=following, missed=missed + 1)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: CronStore,
+        start_run: StartRun,
+        remove_thread: RemoveThread,
+        clock: SystemClock,
+        *,
+        max_sleep: float,
+        grace_seconds: float,
+        missed_policy: str,
+        reclaim_seconds: float,
+    ) -> None:
+        if missed_policy not in MISSED_POLICIES:
+            raise ValueError(
+                f"WAYBILL_CRON_MISSED_FIRINGS must be one of {', '.join(MISSED_POLICIES)}"
+            )
+        self.store = store
+        self.start_run = start_run
+        self.remove_thread = remove_thread
+        self.clock = clock
+        self.max_sleep = max_sleep
+        self.grace = timedelta(seconds=grace_seconds)
+        self.policy = missed_policy
+        self.reclaim = timedelta(seconds=reclaim_seconds)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run_forever(), name="cron-scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _run_forever(self) -> None:
+        while True:
+            self._wake.clear()  # a wake-up during the tick makes the wait return at once
+            try:
+                await self.tick()
+                until = await self.store.next_due()
+            except Exception:
+                log.exception("scheduler tick failed; retrying after the longest sleep")
+                until = None
+            await self.clock.wait(until, self._wake, self.max_sleep)
+
+    async def tick(self) -> None:
+        now = self.clock.now()
+        for cron in await self.store.due(now):
+            await self._advance(cron, now)
+        await self._fire_abandoned()
+        await self._remove_ended_threads()
+
+    async def _fire_abandoned(self) -> None:
+        """Firings claimed but never recorded (their replica died between the
+        two) are fired again; their idempotency key makes that start one run."""
+        before = codec.now_utc() - self.reclaim
+        for cron, due_at in await self.store.abandoned_firings(before):
+            log.warning("cron %s: firing due %s was abandoned; firing it", cron.cron_id, due_at)
+            await self._fire(cron, due_at)
+
+    async def _advance(self, cron: CronRecord, now: datetime) -> None:
+        """Claim and fire each due time of `cron` up to `now`, as the policy says."""
+        while cron.next_run_at is not None and cron.next_run_at <= now:
+            step = next_step(cron, now, self.grace, self.policy)
+            claimed = await self.store.claim(cron, cron.next_run_at, step.fire_at, step.next_at)
+            if claimed is False:
+                return  # another replica claimed this due time
+            if step.missed:
+                log.info("cron %s: skipped %d missed firing(s)", cron.cron_id, step.missed)
+            if claimed and step.fire_at is not None:
+                await self._fire(cron, step.fire_at)
+            cron.next_run_at = step.next_at
+
+    async def _fire(self, cron: CronRecord, due_at: datetime) -> None:
+        fresh = cron.thread_id is None
+        overlapping = fresh and cron.multitask_strategy == "reject"
+        if overlapping and await self.store.run_is_active(cron.last_run_id):
+            await self.store.record_outcome(
+                cron.cron_id,
+                due_at,
+                "skipped",
+                f"the previous firing's run {cron.last_run_id} is still active "
+                "(multitask_strategy=reject)",
+            )
+            return
+        due = codec.iso(due_at)
+        request = admission_pb2.StartRunRequest(
+            # A firing's request is the same each time it is made (a fresh thread's
+            # id too), and keyed: a firing started again after its replica died
+            # mid-way gets the run it may have started already, never a second one.
+            thread_id=cron.thread_id or str(uuid.uuid5(uuid.UUID(cron.cron_id), due)),
+            idempotency_key=f"cron:{cron.cron_id}:{due}",
+            assistant_id=cron.assistant_id,
+            kwargs_json=codec.dumps(cron.kwargs),
+            metadata_json=codec.dumps(
+                {**cron.metadata, "cron_id": cron.cron_id, "cron_due_at": due}
+            ),
+            multitask_strategy=codec.MULTITASK_VALUES[cron.multitask_strategy],
+            if_not_exists="create" if fresh else "reject",
+        )
+        try:
+            run = await self.start_run(request, cron.acting_principal())
+        except ServiceError as error:
+            outcome = "skipped" if error.code == grpc.StatusCode.ABORTED else "error"
+            await self.store.record_outcome(cron.cron_id, due_at, outcome, error.message)
+            return
+        except Exception as error:
+            log.exception("cron %s: firing due %s failed", cron.cron_id, due_at)
+            await self.store.record_outcome(cron.cron_id, due_at, "error", repr(error))
+            return
+        log.info("cron %s: fired its %s firing as run %s", cron.cron_id, due_at, run.run_id)
+        cleanup = "pending" if fresh and cron.on_run_completed == "delete" else None
+        await self.store.record_outcome(
+            cron.cron_id, due_at, "started", "", run.run_id, run.thread_id, cleanup
+        )
+        cron.last_run_id = run.run_id
+
+    async def _remove_ended_threads(self) -> None:
+        """on_run_completed=delete: a fresh thread goes once its run has ended."""
+        for cron_id, thread_id, due_at in await self.store.ended_threads_to_delete():
+            try:
+                await self.remove_thread(thread_id)
+            except Exception:
+                log.exception("cron %s: could not delete thread %s", cron_id, thread_id)
+                continue
+            await self.store.thread_cleaned(cron_id, due_at)

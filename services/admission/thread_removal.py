@@ -1,0 +1,61 @@
+"""Deleting a thread and what hangs off it, as `DELETE /threads/{id}` does: the
+thread and its runs here, their events (journal) and receipts (delivery), its
+checkpoints and workspace (runner). Used for a cron's fresh threads when the
+cron says `on_run_completed: delete`."""
+
+from __future__ import annotations
+
+import grpc
+
+from common.errors import ServiceError
+from common.settings import Settings
+from services.admission.store import AdmissionStore
+from waybill.v1 import (
+    delivery_pb2,
+    delivery_pb2_grpc,
+    journal_pb2,
+    journal_pb2_grpc,
+    runner_pb2,
+    runner_pb2_grpc,
+)
+
+
+class ThreadRemoval:
+    def __init__(self, store: AdmissionStore, settings: Settings) -> None:
+        self.store = store
+        self.timeout = settings.rpc_timeout_seconds
+        self.channels = [
+            grpc.aio.insecure_channel(settings.journal_addr),
+            grpc.aio.insecure_channel(settings.delivery_addr),
+            grpc.aio.insecure_channel(
+                settings.runner_read_target or settings.runner_addr,
+                options=[("grpc.lb_policy_name", "round_robin")],
+            ),
+        ]
+        self.journal = journal_pb2_grpc.JournalStub(self.channels[0])
+        self.delivery = delivery_pb2_grpc.DeliveryStub(self.channels[1])
+        self.runner = runner_pb2_grpc.RunnerStub(self.channels[2])
+
+    async def close(self) -> None:
+        for channel in self.channels:
+            await channel.close()
+
+    async def remove(self, thread_id: str) -> None:
+        """Delete the thread; one already gone counts as done."""
+        run_ids: list[str] = []
+        try:
+            run_ids = await self.store.delete_thread(thread_id)
+        except ServiceError as error:
+            if error.code != grpc.StatusCode.NOT_FOUND:
+                raise  # e.g. someone started another run on it: it stays
+        if run_ids:
+            await self.journal.Forget(
+                journal_pb2.ForgetRequest(run_ids=run_ids), timeout=self.timeout
+            )
+        await self.delivery.ForgetReceipts(
+            delivery_pb2.ForgetReceiptsRequest(thread_id=thread_id, run_ids=run_ids),
+            timeout=self.timeout,
+        )
+        await self.runner.DeleteThreadState(
+            runner_pb2.DeleteThreadStateRequest(thread_id=thread_id), timeout=self.timeout
+        )
