@@ -294,10 +294,7 @@ class RunExecution:
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            # Read before the graph's first checkpoint lands (the saver serves
-            # reads and writes in turn), so the look past this run's own is rare.
-            previous = asyncio.create_task(self._previous_run())
-            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate(previous)
+            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate(checkpointer)
             try:
                 outcome = await self._drive_with_limits(graph)
             finally:
@@ -445,10 +442,14 @@ class RunExecution:
         configurable = dict(self.config.get("configurable") or {})
         return has_workspace_tools(self.run.graph_id, graph, configurable, role_tools)
 
-    async def _previous_run(self) -> str:
+    async def _previous_run(self, checkpointer: FencedCheckpointer) -> str:
         """The run that made the thread's last checkpoint before this run's own
         (a resume continues it); empty when there is none."""
         config = thread_config(self.run.thread_id)
+        if checkpointer.found_read:  # as the graph found the thread: no read
+            found = checkpointer.found
+            if found is None or found.metadata.get("run_id") != self.run.run_id:
+                return str((found.metadata.get("run_id") or "") if found else "")
         latest = await self.graphs.checkpointer.aget_tuple(config)
         if latest is None or latest.metadata.get("run_id") != self.run.run_id:
             return str((latest.metadata.get("run_id") or "") if latest else "")
@@ -462,13 +463,13 @@ class RunExecution:
         if self._snapshot is not None:
             await self._snapshot
 
-    def _snapshot_gate(self, previous: asyncio.Task[str]) -> SnapshotGate:
+    def _snapshot_gate(self, checkpointer: FencedCheckpointer) -> SnapshotGate:
         """A gate whose `start` begins the snapshot once, from any thread."""
         loop = asyncio.get_running_loop()
 
         def begin() -> None:
             if self._snapshot is None:
-                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate, previous))
+                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate, checkpointer))
 
         def start() -> None:
             if threading.get_ident() == loop_thread:
@@ -481,11 +482,11 @@ class RunExecution:
         return gate
 
     async def _snapshot_workspace(
-        self, gate: SnapshotGate, previous_run: asyncio.Task[str]
+        self, gate: SnapshotGate, checkpointer: FencedCheckpointer
     ) -> None:
         """The workspace before the run changes it (a takeover gets the run's first)."""
         try:
-            previous = await previous_run
+            previous = await self._previous_run(checkpointer)
             self.fence.check("workspace snapshot")
             await self.peers.delivery.Snapshot(
                 delivery_pb2.SnapshotRequest(

@@ -73,6 +73,10 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         self.inner = inner
         self.fence = fence
         self.store = store
+        # The thread's latest checkpoint as the run's graph first read it: the
+        # state the run found (no extra read for who ran before it).
+        self.found: CheckpointTuple | None = None
+        self.found_read = False
 
     def _refuse(self, reason: str) -> StaleEpochError:
         STATS.stale_checkpoint_writes_refused += 1
@@ -115,7 +119,14 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
             raise self._refuse(f"epoch {self.fence.epoch} is fenced off by {newer}")
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self.inner.aget_tuple(config)
+        found = await self.inner.aget_tuple(config)
+        configurable = config.get("configurable") or {}
+        latest_of_thread = not configurable.get("checkpoint_ns") and not configurable.get(
+            "checkpoint_id"
+        )
+        if latest_of_thread and not self.found_read:
+            self.found, self.found_read = found, True
+        return found
 
     async def alist(
         self,
