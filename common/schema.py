@@ -54,6 +54,14 @@ class Schema:
     async def upgrade(self, engine: AsyncEngine) -> None:
         await migrate(engine, self.migrations, self.service)
 
+    async def upgrade_to_head(self, engine: AsyncEngine) -> str:
+        """Bring the tables to this build's head, close `engine`; return the head."""
+        try:
+            await self.upgrade(engine)
+        finally:
+            await engine.dispose()
+        return self.head()
+
     async def current(self, engine: AsyncEngine) -> str | None:
         """The revision the database is at (None: never migrated)."""
 

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from common.schema import Schema
 from common.settings import Settings
-from services.admission.store import MIGRATIONS, AdmissionStore
+from services.admission.store import MIGRATIONS
 
 SCHEMA = Schema("admission", MIGRATIONS)
 
 
 async def upgrade(settings: Settings) -> str:
     """Bring the admission tables to this build's head; return that revision."""
-    store = AdmissionStore(settings.engine(settings.sqlalchemy_url("admission")))
-    try:
-        await store.migrate()
-    finally:
-        await store.engine.dispose()
-    return SCHEMA.head()
+    return await SCHEMA.upgrade_to_head(settings.engine(settings.sqlalchemy_url("admission")))

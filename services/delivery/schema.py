@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from common.schema import Schema
 from common.settings import Settings
-from services.delivery.store import MIGRATIONS, ReceiptStore
+from services.delivery.store import MIGRATIONS
 
 SCHEMA = Schema("delivery", MIGRATIONS)
 
 
 async def upgrade(settings: Settings) -> str:
     """Bring the delivery tables to this build's head; return that revision."""
-    store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
-    try:
-        await store.migrate()
-    finally:
-        await store.engine.dispose()
-    return SCHEMA.head()
+    return await SCHEMA.upgrade_to_head(settings.engine(settings.sqlalchemy_url("delivery")))

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from common.schema import Schema
 from common.settings import Settings
-from services.journal.store import MIGRATIONS, JournalStore
+from services.journal.store import MIGRATIONS
 
 SCHEMA = Schema("journal", MIGRATIONS)
 
 
 async def upgrade(settings: Settings) -> str:
     """Bring the journal tables to this build's head; return that revision."""
-    store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
-    try:
-        await store.migrate()
-    finally:
-        await store.engine.dispose()
-    return SCHEMA.head()
+    return await SCHEMA.upgrade_to_head(settings.engine(settings.sqlalchemy_url("journal")))
