@@ -19,6 +19,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from common import codec
 from common.errors import http_status_for
+from common.journal_reading import journal_batches, subscribed_batches
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 # Set by the journal on a Subscribe refused because the run's events expired.
@@ -40,25 +41,6 @@ def encode(event: journal_pb2.RunEvent) -> bytes:
     )
 
 
-async def journal_batches(
-    journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False
-) -> AsyncIterator[Sequence[journal_pb2.RunEvent]]:
-    request = journal_pb2.SubscribeRequest(run_id=run_id, from_seq=from_seq, live_only=live_only)
-    async for batch in _batches(journal.Subscribe(request)):
-        yield batch
-
-
-async def _batches(call: Any) -> AsyncIterator[Sequence[journal_pb2.RunEvent]]:
-    try:
-        async for item in call:
-            if item.events:
-                yield item.events
-            if item.end:
-                return
-    finally:
-        call.cancel()
-
-
 async def opened_sse_frames(
     journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int, live_only: bool
 ) -> AsyncIterator[bytes]:
@@ -75,7 +57,7 @@ async def opened_sse_frames(
             if any(key == EXPIRED_KEY for key, _ in trailing or ()):
                 raise HTTPException(410, details)
             raise HTTPException(http_status_for(code), details)
-    return _frames(_batches(call))
+    return _frames(subscribed_batches(call))
 
 
 async def _frames(

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from common import codec
+from common.journal_reading import journal_batches
 from services.delivery.channels.adapter import ChannelAdapter, InboundMessage
 from waybill.v1 import common_pb2, journal_pb2, journal_pb2_grpc
 
@@ -74,20 +75,6 @@ class AnswerText:
         return self.text.strip() or "(no answer)"
 
 
-async def run_events(
-    journal: journal_pb2_grpc.JournalStub, run_id: str
-) -> AsyncIterator[Sequence[journal_pb2.RunEvent]]:
-    call = journal.Subscribe(journal_pb2.SubscribeRequest(run_id=run_id))
-    try:
-        async for item in call:
-            if item.events:
-                yield item.events
-            if item.end:
-                return
-    finally:
-        call.cancel()
-
-
 @dataclass
 class StreamedReply:
     """One post in the chat, edited as the answer grows."""
@@ -130,7 +117,7 @@ async def stream_reply(
     answer replays the run's log from the start and edits its earlier post."""
     answer = AnswerText()
     reply = StreamedReply(adapter, message, edit_seconds, handle, on_posted)
-    async for batch in run_events(journal, run_id):
+    async for batch in journal_batches(journal, run_id):
         for event in batch:
             answer.take(event)
             # Event by event: the first words are posted as soon as they exist,
