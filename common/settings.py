@@ -106,6 +106,19 @@ class Settings(BaseSettings):
     journal_redis_block_seconds: float = 5.0
     journal_poll_seconds: float = 0.2
     startup_timeout_seconds: float = 60.0
+    # ---- observability (see README "Observability") ----
+    # Each gRPC service's Prometheus `/metrics` HTTP port; unset: not served. The
+    # gateway serves `/metrics` on its own HTTP port always.
+    admission_metrics_port: int | None = None
+    runner_metrics_port: int | None = None
+    journal_metrics_port: int | None = None
+    delivery_metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container
+    # OTLP/gRPC collector for traces ("http://collector:4317"); unset (and no
+    # OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): tracing is off.
+    otlp_endpoint: str | None = None
+    otlp_export_seconds: float = 1.0  # how often finished spans are sent in a batch
+    log_format: str = "json"  # json | text
 
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search

@@ -28,6 +28,7 @@ import grpc
 from fastapi import HTTPException, Request
 
 from common.identity import LOCAL_USER, SCOPES, Principal, every_scope
+from common.logs import bind_run
 from common.settings import Settings
 
 log = logging.getLogger("waybill.gateway.auth")
@@ -210,6 +211,7 @@ async def authorize(request: Request) -> Principal:
         raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
     request.state.principal = principal
     CURRENT_PRINCIPAL.set(principal)
+    bind_run(user_id=principal.user_id)
     return principal
 
 

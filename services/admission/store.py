@@ -29,6 +29,7 @@ from common.errors import busy, conflict, not_found
 from common.sql import migrate
 from common.usage import TokenCount, summarize
 from services.admission.idempotency import IdempotencyKey, KeyedRun
+from services.admission.metrics import RUNS_FINISHED
 from services.admission.records import (
     ACTIVE_STATUSES,
     CANCEL_ACTIONS,
@@ -598,6 +599,21 @@ class AdmissionStore:
             )
             await notify(conn, wake_payload())
 
+    async def queue_depth(self) -> dict[str, float]:
+        """Runs waiting for a runner (pending and due) and running, for /metrics."""
+        now = codec.now_utc()
+        async with self.engine.connect() as conn:
+            query = select(runs.c.status, func.count()).where(
+                runs.c.status.in_(ACTIVE_STATUSES),
+                or_(runs.c.status == "running", runs.c.created_at <= now),
+            )
+            found = (await conn.execute(query.group_by(runs.c.status))).tuples().all()
+        counts: dict[str, int] = dict(found)
+        return {
+            "waybill_runs_queued": float(counts.get("pending", 0)),
+            "waybill_runs_running": float(counts.get("running", 0)),
+        }
+
     async def next_lease_expiry(self) -> datetime | None:
         async with self.engine.connect() as conn:
             query = select(func.min(runs.c.lease_expires_at)).where(
@@ -662,6 +678,7 @@ class AdmissionStore:
     ) -> None:
         """Terminal write for a run (conditional on its epoch) and its thread's status."""
         now = codec.now_utc()
+        RUNS_FINISHED.labels(status).inc()
         await conn.execute(
             update(runs)
             .where(runs.c.run_id == row.run_id, runs.c.epoch == row.epoch)

@@ -6,6 +6,8 @@ from common import codec
 from common.errors import invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.settings import get_settings
+from common.tracing import run_span
+from services.delivery.metrics import RECEIPTS_WRITTEN
 from services.delivery.store import ReceiptRecord, ReceiptStore
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
@@ -42,7 +44,9 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
             error_message=request.error.message,
             created_at=codec.now_utc(),
         )
-        await self.store.write(record)
+        with run_span("delivery.receipt", record.run_id, record.thread_id):
+            await self.store.write(record)
+        RECEIPTS_WRITTEN.labels(record.outcome).inc()
         return _to_proto(record)
 
     @translate_errors
