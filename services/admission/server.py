@@ -382,6 +382,11 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServicer):
         finally:
             reader.cancel()
             self.pool.disconnect(connection)
+            if connection.active:
+                try:
+                    await asyncio.shield(self.store.wake_replicas())
+                except Exception:  # the stream is gone either way; our own timer still runs
+                    log.exception("could not wake the other replicas for %s", connection.runner_id)
 
     async def _read_reports(
         self, requests: AsyncIterator[admission_pb2.WorkRequest], connection: RunnerConnection

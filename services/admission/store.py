@@ -599,6 +599,13 @@ class AdmissionStore:
             )
             await notify(conn, wake_payload())
 
+    async def wake_replicas(self) -> None:
+        """Wake every admission replica's dispatcher: a runner went away, and the
+        leases it held (granted by this replica, unknown to the others' timers)
+        must be taken over on time by whichever replica still has runners."""
+        async with self.engine.begin() as conn:
+            await notify(conn, wake_payload())
+
     async def queue_depth(self) -> dict[str, float]:
         """Runs waiting for a runner (pending and due) and running, for /metrics."""
         now = codec.now_utc()
