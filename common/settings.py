@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # can answer. A gRPC target such as "ipv4:10.0.0.1:50152,10.0.0.2:50152" or
     # "dns:///runner:50152"; round-robin over the healthy ones. Default: runner_addr.
     runner_read_target: str | None = None
+    # A graph-side read refused because its runner died is retried on another
+    # runner after this (doubling, 4 tries in all).
+    runner_read_backoff_seconds: float = 0.2
 
     idempotency_seconds: float = 86400.0  # how long an Idempotency-Key is remembered
     runner_slots: int = 8

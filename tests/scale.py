@@ -41,6 +41,7 @@ class Replica:
     module: str
     env: dict[str, str]  # what it has beside the stack's env
     metrics: str  # its /metrics URL
+    address: str  # its gRPC address
 
 
 @dataclass
@@ -67,8 +68,7 @@ class ScaledStack:
     def restart(self, name: str) -> None:
         replica = self.replicas[name]
         self.stack.start_one(name, replica.module, replica.env)
-        address = next(v for k, v in replica.env.items() if k.endswith("_ADDR"))
-        wait_until(lambda: grpc_serving(address), f"{name} serving again")
+        wait_until(lambda: grpc_serving(replica.address), f"{name} serving")
 
     def metrics(self, service: str) -> list[dict[str, float]]:
         """Every replica of `service`'s /metrics page."""
@@ -113,7 +113,11 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
     scaled = ScaledStack(stack, url, [stack.url])
     for service in ("admission", "runner", "journal", "delivery"):
         scaled.replicas[service] = Replica(
-            service, f"services.{service}.server", {}, _metrics_url(env, service)
+            service,
+            f"services.{service}.server",
+            {},
+            _metrics_url(env, service),
+            stack.address_of(service),
         )
     journal_2 = replica_env("journal", f"127.0.0.1:{free_port()}")
     admission_2 = replica_env("admission", f"127.0.0.1:{free_port()}")
@@ -128,7 +132,8 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
         ("runner-2", "runner", runner_env),
     ):
         module = f"services.{service}.server"
-        scaled.replicas[name] = Replica(name, module, extra, _metrics_url(extra, service))
+        address = extra[f"WAYBILL_{service.upper()}_ADDR"]
+        scaled.replicas[name] = Replica(name, module, extra, _metrics_url(extra, service), address)
         scaled.restart(name)
     port = free_port()
     stack.start_one(

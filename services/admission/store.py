@@ -4,6 +4,7 @@ checked against `RUN_TRANSITIONS`, so two writers can never both win."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -48,6 +49,8 @@ from services.admission.thread_queries import (
 )
 from services.admission.usage_ledger import record_usage
 from services.admission.wakeups import cancel_payload, notify, wake_payload
+
+log = logging.getLogger("waybill.admission.store")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -648,7 +651,7 @@ class AdmissionStore:
                 or row.status not in allowed_sources(report.status)
             ):
                 return False
-            await self._end(
+            ended = await self._end(
                 conn,
                 row,
                 report.status,
@@ -657,6 +660,8 @@ class AdmissionStore:
                 values=report.values,
                 interrupts=report.interrupts,
             )
+            if not ended:
+                return False
             await self._record_usage(conn, row, report.token_counts)
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
@@ -682,13 +687,19 @@ class AdmissionStore:
         thread_status: str | None = None,
         values: dict[str, Any] | None = None,
         interrupts: dict[str, Any] | None = None,
-    ) -> None:
-        """Terminal write for a run (conditional on its epoch) and its thread's status."""
+    ) -> bool:
+        """Terminal write for a run (conditional on its epoch and, as every status
+        write, on the transition table) and its thread's status. False: a concurrent
+        transaction ended the run first (its row was read before that commit), and
+        nothing is written: a run gets exactly one terminal write."""
         now = codec.now_utc()
-        RUNS_FINISHED.labels(status).inc()
-        await conn.execute(
+        written = await conn.execute(
             update(runs)
-            .where(runs.c.run_id == row.run_id, runs.c.epoch == row.epoch)
+            .where(
+                runs.c.run_id == row.run_id,
+                runs.c.epoch == row.epoch,
+                runs.c.status.in_(allowed_sources(status)),
+            )
             .values(
                 status=status,
                 stop_reason=stop_reason,
@@ -697,8 +708,12 @@ class AdmissionStore:
                 updated_at=now,
             )
         )
+        if not written.rowcount:
+            log.warning("run %s: ended concurrently; %s not written", row.run_id, status)
+            return False
+        RUNS_FINISHED.labels(status).inc()
         if row.status == "pending":
-            return  # it never ran: the thread's state and status are not its to change
+            return True  # it never ran: the thread's state and status are not its to change
         thread_values: dict[str, Any] = {
             "status": thread_status or THREAD_STATUS_AFTER_RUN[status],
             "updated_at": now,
@@ -709,6 +724,7 @@ class AdmissionStore:
         await conn.execute(
             update(threads).where(threads.c.thread_id == row.thread_id).values(**thread_values)
         )
+        return True
 
 
 @dataclass
