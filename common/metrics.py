@@ -103,8 +103,13 @@ def register(collector: Collector) -> None:
 
 
 def serve_metrics(service: str, host: str, port: int | None) -> None:
-    """Serve `/metrics` on `host:port` from a daemon thread; no port: no server."""
+    """Serve `/metrics` on `host:port` from a daemon thread; no port: no server.
+    A port already taken is logged, not fatal: metrics must not stop the service."""
     if not port:
         return
-    start_http_server(port, addr=host)
+    try:
+        start_http_server(port, addr=host)
+    except OSError as error:
+        log.error("%s metrics not served on %s:%d: %s", service, host, port, error)
+        return
     log.info("%s metrics on http://%s:%d/metrics", service, host, port)

@@ -174,6 +174,7 @@ async def test_a_killed_runner_is_taken_over_and_its_stream_stays_whole(
 ) -> None:
     admitted = scaled.total("admission", "waybill_runs_admitted_total")
     takeovers = scaled.total("admission", "waybill_lease_takeovers_total")
+    renewals = scaled.total("admission", "waybill_lease_renewals_total")
     started = {name: _started(scaled, name) for name in scaled.runners()}
     thread_id = await new_thread(scaled)
     run_id = await create_run(scaled, thread_id, slow(3))
@@ -193,6 +194,9 @@ async def test_a_killed_runner_is_taken_over_and_its_stream_stays_whole(
         lambda: scaled.total("admission", "waybill_lease_takeovers_total") == takeovers + 1,
         "the takeover counted",
     )
+    # Its 3 seconds outlive a 2-second lease: it was renewed.
+    assert scaled.total("admission", "waybill_lease_renewals_total") > renewals
+    assert sum(page["waybill_runs_running"] for page in scaled.metrics("admission")) == 0
     rows = scaled.sql("SELECT status, attempt FROM runs WHERE run_id = %s", run_id)
     assert rows == [("success", 2)]
 
