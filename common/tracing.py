@@ -106,7 +106,8 @@ def run_span(
         yield
         return
     here = context.get_current()
-    thread_id = thread_id or _str(baggage.get_baggage(THREAD_ATTRIBUTE, here))
+    if not thread_id and baggage.get_baggage(RUN_ATTRIBUTE, here) == run_id:
+        thread_id = _str(baggage.get_baggage(THREAD_ATTRIBUTE, here))  # the caller's run
     bind_run(run_id, thread_id, user_id)
     current = trace.get_current_span(here).get_span_context()
     links = [trace.Link(current)] if current.is_valid and current.trace_id != _id(run_id) else []
@@ -114,6 +115,8 @@ def run_span(
     parent = baggage.set_baggage(RUN_ATTRIBUTE, run_id, parent)
     if thread_id:
         parent = baggage.set_baggage(THREAD_ATTRIBUTE, thread_id, parent)
+    else:  # a long-lived stream's baggage names another run's thread
+        parent = baggage.remove_baggage(THREAD_ATTRIBUTE, parent)
     token = context.attach(parent)
     try:
         span_attributes = {RUN_ATTRIBUTE: run_id, **attributes}
