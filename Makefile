@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup proto run test lint typecheck bench clean
+.PHONY: setup proto run test test-scale soak lint typecheck bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,15 @@ typecheck: setup
 # The stubs are committed; tests/test_contracts.py fails if they are stale.
 test: setup lint typecheck
 	$(BIN)/pytest -q
+
+# The multi-replica profile (2 gateways, 2 admission, 2 runners, 2 journals, 1 delivery
+# on Postgres + Redis) end to end, then the 60-second soak; both also run in `make test`.
+test-scale: setup
+	$(BIN)/pytest -q -s -m "scale or soak"
+
+# The 10-minute soak: mixed traffic, runners SIGKILLed and restarted; prints its figures.
+soak: setup
+	WAYBILL_SOAK_SECONDS=600 $(BIN)/pytest -q -s -m soak
 
 bench: setup proto
 	$(BIN)/python -m bench.run

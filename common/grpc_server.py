@@ -18,8 +18,11 @@ import grpc
 import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from common import logs, tracing
 from common.errors import ServiceError
+from common.metrics import serve_metrics
 from common.schema import SchemaMismatch
+from common.settings import get_settings
 
 log = logging.getLogger("waybill")
 
@@ -54,10 +57,10 @@ def translate_errors(handler: F) -> F:
 
 
 def configure_logging(service: str) -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s",
-    )
+    """The first thing a service does: JSON logs, and traces when an OTLP endpoint
+    is configured (the gRPC instrumentation must precede every channel and server)."""
+    logs.configure_logging(service.lower(), get_settings().log_format)
+    tracing.start_tracing(service.lower())
 
 
 async def serve(
@@ -76,6 +79,10 @@ async def serve(
         ]
     )
     register(server)
+    settings = get_settings()
+    serve_metrics(
+        service, settings.metrics_host, getattr(settings, f"{service.lower()}_metrics_port")
+    )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     server.add_insecure_port(address)

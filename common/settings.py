@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # can answer. A gRPC target such as "ipv4:10.0.0.1:50152,10.0.0.2:50152" or
     # "dns:///runner:50152"; round-robin over the healthy ones. Default: runner_addr.
     runner_read_target: str | None = None
+    # A graph-side read refused because its runner died is retried on another
+    # runner after this (doubling, 4 tries in all).
+    runner_read_backoff_seconds: float = 0.2
 
     idempotency_seconds: float = 86400.0  # how long an Idempotency-Key is remembered
     runner_slots: int = 8
@@ -116,6 +119,19 @@ class Settings(BaseSettings):
     # A migration run waiting for another one (on Postgres), or `migrate --wait`
     # waiting for the migration Job, checks this often.
     migrate_lock_poll_seconds: float = 0.5
+    # ---- observability (see README "Observability") ----
+    # Each gRPC service's Prometheus `/metrics` HTTP port; unset: not served. The
+    # gateway serves `/metrics` on its own HTTP port always.
+    admission_metrics_port: int | None = None
+    runner_metrics_port: int | None = None
+    journal_metrics_port: int | None = None
+    delivery_metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container
+    # OTLP/gRPC collector for traces ("http://collector:4317"); unset (and no
+    # OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): tracing is off.
+    otlp_endpoint: str | None = None
+    otlp_export_seconds: float = 1.0  # how often finished spans are sent in a batch
+    log_format: str = "json"  # json | text
 
     # ---- crons (see services/admission/scheduler.py) ----
     # The scheduler sleeps until the next firing is due, but never longer than

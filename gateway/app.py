@@ -12,6 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 
 from common.settings import Settings, get_settings
+from common.tracing import start_tracing
+from gateway import observability
 from gateway.auth import KeyRing, authorize, platform_signed
 from gateway.errors import validation_error
 from gateway.peers import Peers
@@ -39,7 +41,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         await app.state.peers.close()
 
+    start_tracing("gateway")  # before the peers' channels are made
     app = FastAPI(title="Waybill", version=VERSION, lifespan=lifespan)
+    observability.install(app)
     app.add_exception_handler(RequestValidationError, validation_error)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     app.add_middleware(

@@ -30,6 +30,7 @@ import grpc
 from fastapi import HTTPException, Request
 
 from common.identity import LOCAL_USER, ROLE_SCOPES, SCOPES, Principal, every_scope
+from common.logs import bind_run
 from common.settings import Settings
 
 log = logging.getLogger("waybill.gateway.auth")
@@ -231,6 +232,7 @@ async def authorize(request: Request) -> Principal:
         raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
     request.state.principal = principal
     CURRENT_PRINCIPAL.set(principal)
+    bind_run(user_id=principal.user_id)
     return principal
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -39,7 +40,10 @@ class Peers:
         interceptors = principal_interceptors()
         runner_reads = grpc.aio.insecure_channel(
             settings.runner_read_target or settings.runner_addr,
-            options=[("grpc.lb_policy_name", "round_robin")],
+            options=[
+                ("grpc.lb_policy_name", "round_robin"),
+                ("grpc.service_config", read_retries(settings.runner_read_backoff_seconds)),
+            ],
             interceptors=interceptors,
         )
         channels = [
@@ -60,6 +64,33 @@ class Peers:
     async def close(self) -> None:
         for channel in self.channels:
             await channel.close()
+
+
+# Graph-side reads any runner can answer: one refused because its runner just
+# died (UNAVAILABLE) is tried again on another, instead of failing the request.
+RUNNER_READS = (
+    "GetThreadState",
+    "GetThreadHistory",
+    "GetGraph",
+    "GetSchemas",
+    "GetSubgraphs",
+    "StoreGet",
+    "StoreSearch",
+    "StoreListNamespaces",
+)
+
+
+def read_retries(backoff_seconds: float) -> str:
+    """gRPC service config: retry the runner reads on UNAVAILABLE, up to 4 tries."""
+    policy = {
+        "maxAttempts": 4,
+        "initialBackoff": f"{backoff_seconds:.3f}s",
+        "maxBackoff": f"{backoff_seconds * 8:.3f}s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    names = [{"service": "waybill.v1.Runner", "method": method} for method in RUNNER_READS]
+    return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})
 
 
 async def call(pending: Awaitable[T]) -> T:

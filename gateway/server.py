@@ -6,12 +6,14 @@ import signal
 
 import uvicorn
 
+from common.logs import configure_logging
 from common.settings import get_settings
 from gateway.app import create_app
 
 
 def main() -> None:
     settings = get_settings()
+    configure_logging("gateway", settings.log_format)
     # uvicorn drains on SIGTERM, then re-raises the signal to the handler that was
     # installed before it; a no-op one lets a clean drain exit with status 0.
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -20,6 +22,7 @@ def main() -> None:
         host=settings.http_host,
         port=settings.http_port,
         log_level="info",
+        log_config=None,  # uvicorn's lines go through our (JSON) handler
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
     )
 

@@ -61,6 +61,11 @@ def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> 
         "WAYBILL_RUNNER_ADDR": f"127.0.0.1:{free_port()}",
         "WAYBILL_JOURNAL_ADDR": f"127.0.0.1:{free_port()}",
         "WAYBILL_DELIVERY_ADDR": f"127.0.0.1:{free_port()}",
+        # Every service's /metrics, so that tests can scrape what they ran.
+        "WAYBILL_ADMISSION_METRICS_PORT": str(free_port()),
+        "WAYBILL_RUNNER_METRICS_PORT": str(free_port()),
+        "WAYBILL_JOURNAL_METRICS_PORT": str(free_port()),
+        "WAYBILL_DELIVERY_METRICS_PORT": str(free_port()),
         "WAYBILL_SHUTDOWN_GRACE_SECONDS": "2",
         "WAYBILL_SSE_HEARTBEAT_SECONDS": "1",
         "WAYBILL_GRAPHS": str(TEST_GRAPHS),
@@ -126,11 +131,19 @@ SERVICE_ADDR_ENV = {
 }
 
 
-def start_second(stack: Stack, service: str) -> str:
+def replica_env(service: str, address: str) -> dict[str, str]:
+    """What a further replica of `service` needs of its own: its address and metrics port."""
+    return {
+        SERVICE_ADDR_ENV[service]: address,
+        f"WAYBILL_{service.upper()}_METRICS_PORT": str(free_port()),
+    }
+
+
+def start_second(stack: Stack, service: str, name: str | None = None) -> str:
     """A second replica of `service` beside the stack's own; returns its gRPC address."""
     address = f"127.0.0.1:{free_port()}"
-    name = f"{service}-2"
-    stack.start_one(name, f"services.{service}.server", {SERVICE_ADDR_ENV[service]: address})
+    name = name or f"{service}-2"
+    stack.start_one(name, f"services.{service}.server", replica_env(service, address))
     wait_until(lambda: grpc_serving(address), f"{name} serving")
     return address
 
@@ -175,6 +188,25 @@ def two_runner_stack(
     # The gateway reads graph state from whichever runner is alive.
     env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"
     with running_stack(env, data_dir) as stack:
-        stack.start_one("runner-2", "services.runner.server", {"WAYBILL_RUNNER_ADDR": second})
+        stack.start_one("runner-2", "services.runner.server", replica_env("runner", second))
         wait_until(lambda: grpc_serving(second), "runner-2 serving")
         yield TwoRunners(stack, {"runner": stack.address_of("runner"), "runner-2": second})
+
+
+def metrics_url(stack: Stack, service: str) -> str:
+    """Where `service` (gateway, admission, runner, journal, delivery) serves /metrics."""
+    if service == "gateway":
+        return f"{stack.url}/metrics"
+    return f"http://127.0.0.1:{stack.env[f'WAYBILL_{service.upper()}_METRICS_PORT']}/metrics"
+
+
+def scrape(url: str) -> dict[str, float]:
+    """One /metrics page as {'name{label="v",...}': value} (samples, labels sorted)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(url, timeout=10).text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples

@@ -14,7 +14,13 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.stacks import TwoRunners, fresh_postgres_database, two_runner_stack
+from tests.stacks import (
+    TwoRunners,
+    fresh_postgres_database,
+    metrics_url,
+    scrape,
+    two_runner_stack,
+)
 from tests.test_runs import says
 from tests.test_streaming import parse_sse
 
@@ -104,6 +110,9 @@ async def test_a_stalled_runner_writes_nothing_after_takeover(two_runners: TwoRu
 
     stats = two_runners.stats(stalled)
     assert stats["runs_fenced"] == 1
+    admission = scrape(metrics_url(stack, "admission"))
+    assert admission["waybill_lease_takeovers_total"] == 1
+    assert admission['waybill_runs_finished_total{status="success"}'] == 1
     assert stats["runs_started"] == 1
     state = await client.threads.get_state(thread["thread_id"])
     tool_answers = [m for m in state["values"]["messages"] if m["type"] == "tool"]

@@ -15,6 +15,8 @@ from fastapi import APIRouter, Body, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from common import codec
+from common.tracing import run_span
+from gateway.observability import observed_stream
 from gateway.peers import Peers, call
 from gateway.routes.threads import forget_runs, peers_of, remove_thread
 from gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
@@ -67,7 +69,8 @@ async def start_run(
 
 async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
     """What `wait` and `join` return: the thread's values, or `__error__`."""
-    error = await wait_for_end(peers.journal, run.run_id)
+    with run_span("gateway.wait", run.run_id, run.thread_id):
+        error = await wait_for_end(peers.journal, run.run_id)
     if error is not None:
         return {"__error__": error}
     reply = await call(
@@ -101,7 +104,7 @@ async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Resp
 
 def run_stream(request: Request, run: common_pb2.Run, frames: AsyncIterator[bytes]) -> Response:
     return sse_response(
-        frames,
+        observed_stream(run, frames),
         run_headers(run.thread_id, run.run_id),
         request.app.state.settings.sse_heartbeat_seconds,
         request.app.state.settings.stream_drain_seconds,

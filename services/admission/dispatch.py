@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from common import codec
+from services.admission import metrics
 from services.admission.records import RunRecord
 from services.admission.store import AdmissionStore
 from waybill.v1 import admission_pb2
@@ -140,6 +141,8 @@ class RunnerPool:
         )
         for run_id, _epoch in lost:
             connection.active.discard(run_id)
+        metrics.LEASE_RENEWALS.inc(len(renewed))
+        metrics.LEASES_LOST.inc(len(lost))
         grant = admission_pb2.LeaseGrant(
             renewed=[admission_pb2.RunLease(run_id=r, epoch=e) for r, e in renewed],
             lost=[admission_pb2.RunLease(run_id=r, epoch=e) for r, e in lost],
@@ -185,7 +188,18 @@ class RunnerPool:
             if claimed is None:
                 return
             run, start_now = claimed
+            _count_claim(run, start_now)
             self.assign(runner, run, start_now)
+
+
+def _count_claim(run: RunRecord, start_now: bool) -> None:
+    if run.attempt > 1:
+        metrics.LEASE_TAKEOVERS.inc()
+    else:
+        waited = (codec.now_utc() - _aware(run.created_at)).total_seconds()
+        metrics.QUEUE_WAIT.observe(max(waited, 0.0))
+    if start_now:
+        metrics.RUNS_STARTED.inc()
 
 
 def _aware(moment: datetime) -> datetime:

@@ -15,8 +15,11 @@ from common import codec
 from common.errors import ServiceError, busy, invalid, refused
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import LOCAL_USER, Principal, acting_user, caller_of, owner_filter
+from common.metrics import ScrapedGauge, register
 from common.sealed import SecretsUnavailable, secrets_key
 from common.settings import Settings, get_settings
+from common.tracing import run_span
+from services.admission import metrics
 from services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
 from services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
 from services.admission.cron_rpcs import CronRpcs
@@ -246,11 +249,16 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         lease = Lease(runner.runner_id, self.pool.lease_seconds) if runner else None
         claimed = False
         try:
-            await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key)
+            with run_span("admission.admit", run.run_id, run.thread_id, run.owner_id):
+                await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key)
             claimed = runner is not None and run.lease_owner is not None
         finally:
             if runner is not None and not claimed:
                 self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
+        metrics.RUNS_ADMITTED.inc()
+        if run.lease_owner is not None:  # admitted and started in one write
+            metrics.RUNS_STARTED.inc()
+            metrics.QUEUE_WAIT.observe(0.0)
         if claimed and runner is not None:
             self.pool.assign(runner, run, start_now=True)
             self.pool.leased_at_admit()  # its lease may need the loop's expiry timer
@@ -398,6 +406,11 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         finally:
             reader.cancel()
             self.pool.disconnect(connection)
+            if connection.active:
+                try:
+                    await asyncio.shield(self.store.wake_replicas())
+                except Exception:  # the stream is gone either way; our own timer still runs
+                    log.exception("could not wake the other replicas for %s", connection.runner_id)
 
     async def _read_reports(
         self, requests: AsyncIterator[admission_pb2.WorkRequest], connection: RunnerConnection
@@ -420,11 +433,16 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def BeginRun(self, request, context):  # type: ignore[no-untyped-def]
-        started, reason = await self.store.begin_run(
-            request.run_id, request.epoch, self.pool.max_attempts
-        )
+        with run_span("admission.begin", request.run_id, epoch=request.epoch):
+            started, reason = await self.store.begin_run(
+                request.run_id, request.epoch, self.pool.max_attempts
+            )
         if reason in ("cancelled", "exhausted"):  # ended here: no FinishRun will follow
             self.pool.release_ended(request.run_id)
+        if started:
+            metrics.RUNS_STARTED.inc()
+        elif reason == "stale":
+            metrics.STALE_EPOCH_REFUSED.labels("begin").inc()
         return admission_pb2.BeginRunResponse(started=started, reason=reason)
 
     @translate_errors
@@ -432,9 +450,10 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         action = request.action or "interrupt"
         if action not in CANCEL_ACTIONS:
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
-        run = await self.store.request_cancel(
-            _thread_id(request.thread_id), request.run_id, action, owner_filter(context)
-        )
+        with run_span("admission.cancel", request.run_id, request.thread_id, action=action):
+            run = await self.store.request_cancel(
+                _thread_id(request.thread_id), request.run_id, action, owner_filter(context)
+            )
         # The first action wins: tell the runner the one that was stored.
         if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
@@ -480,8 +499,12 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             rolled_back=request.rolled_back,
             token_counts=token_counts_of(request.token_counts),
         )
-        accepted = await self.store.finish_run(report)
-        if not accepted:
+        with run_span("admission.finish", request.run_id, status=status, epoch=request.epoch):
+            accepted = await self.store.finish_run(report)
+        if accepted:
+            metrics.count_tokens(report.token_counts)
+        else:
+            metrics.STALE_EPOCH_REFUSED.labels("finish").inc()
             log.warning("refused stale finish of run %s (epoch %d)", request.run_id, request.epoch)
         self.pool.release(request.runner_id, request.run_id)
         return admission_pb2.FinishRunResponse(accepted=accepted)
@@ -522,6 +545,7 @@ async def main() -> None:
             settings.database_url, pool.wake, pool.send_cancel, on_crons=scheduler.wake
         )
         listener.start()
+    register(ScrapedGauge(asyncio.get_running_loop(), store.queue_depth, metrics.QUEUE_DOCS))
 
     async def stop() -> None:
         if listener is not None:

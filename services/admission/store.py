@@ -4,6 +4,7 @@ checked against `RUN_TRANSITIONS`, so two writers can never both win."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from common.errors import busy, conflict, not_found
 from common.sql import migrate
 from common.usage import TokenCount, summarize
 from services.admission.idempotency import IdempotencyKey, KeyedRun
+from services.admission.metrics import RUNS_FINISHED
 from services.admission.records import (
     ACTIVE_STATUSES,
     CANCEL_ACTIONS,
@@ -48,6 +50,8 @@ from services.admission.thread_queries import (
 )
 from services.admission.usage_ledger import record_usage
 from services.admission.wakeups import cancel_payload, notify, wake_payload
+
+log = logging.getLogger("waybill.admission.store")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -583,6 +587,28 @@ class AdmissionStore:
             )
             await notify(conn, wake_payload())
 
+    async def wake_replicas(self) -> None:
+        """Wake every admission replica's dispatcher: a runner went away, and the
+        leases it held (granted by this replica, unknown to the others' timers)
+        must be taken over on time by whichever replica still has runners."""
+        async with self.engine.begin() as conn:
+            await notify(conn, wake_payload())
+
+    async def queue_depth(self) -> dict[str, float]:
+        """Runs waiting for a runner (pending and due) and running, for /metrics."""
+        now = codec.now_utc()
+        async with self.engine.connect() as conn:
+            query = select(runs.c.status, func.count()).where(
+                runs.c.status.in_(ACTIVE_STATUSES),
+                or_(runs.c.status == "running", runs.c.created_at <= now),
+            )
+            found = (await conn.execute(query.group_by(runs.c.status))).tuples().all()
+        counts: dict[str, int] = dict(found)
+        return {
+            "waybill_runs_queued": float(counts.get("pending", 0)),
+            "waybill_runs_running": float(counts.get("running", 0)),
+        }
+
     async def next_lease_expiry(self) -> datetime | None:
         async with self.engine.connect() as conn:
             query = select(func.min(runs.c.lease_expires_at)).where(
@@ -610,7 +636,7 @@ class AdmissionStore:
                 or row.status not in allowed_sources(report.status)
             ):
                 return False
-            await self._end(
+            ended = await self._end(
                 conn,
                 row,
                 report.status,
@@ -619,6 +645,8 @@ class AdmissionStore:
                 values=report.values,
                 interrupts=report.interrupts,
             )
+            if not ended:
+                return False
             await self._record_usage(conn, row, report.token_counts)
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
@@ -644,12 +672,19 @@ class AdmissionStore:
         thread_status: str | None = None,
         values: dict[str, Any] | None = None,
         interrupts: dict[str, Any] | None = None,
-    ) -> None:
-        """Terminal write for a run (conditional on its epoch) and its thread's status."""
+    ) -> bool:
+        """Terminal write for a run (conditional on its epoch and, as every status
+        write, on the transition table) and its thread's status. False: a concurrent
+        transaction ended the run first (its row was read before that commit), and
+        nothing is written: a run gets exactly one terminal write."""
         now = codec.now_utc()
-        await conn.execute(
+        written = await conn.execute(
             update(runs)
-            .where(runs.c.run_id == row.run_id, runs.c.epoch == row.epoch)
+            .where(
+                runs.c.run_id == row.run_id,
+                runs.c.epoch == row.epoch,
+                runs.c.status.in_(allowed_sources(status)),
+            )
             .values(
                 status=status,
                 stop_reason=stop_reason,
@@ -658,8 +693,12 @@ class AdmissionStore:
                 updated_at=now,
             )
         )
+        if not written.rowcount:
+            log.warning("run %s: ended concurrently; %s not written", row.run_id, status)
+            return False
+        RUNS_FINISHED.labels(status).inc()
         if row.status == "pending":
-            return  # it never ran: the thread's state and status are not its to change
+            return True  # it never ran: the thread's state and status are not its to change
         thread_values: dict[str, Any] = {
             "status": thread_status or THREAD_STATUS_AFTER_RUN[status],
             "updated_at": now,
@@ -670,6 +709,7 @@ class AdmissionStore:
         await conn.execute(
             update(threads).where(threads.c.thread_id == row.thread_id).values(**thread_values)
         )
+        return True
 
 
 @dataclass

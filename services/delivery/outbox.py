@@ -29,6 +29,7 @@ from common.settings import Settings
 from common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
 from services.delivery import signing
 from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
+from services.delivery.metrics import WEBHOOK_ATTEMPTS
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.delivery.outbox")
@@ -164,6 +165,7 @@ class Outbox:
             if state == "failed":
                 next_at = None
             log.info("webhook %s attempt %d: %s", row.delivery_id, attempt.attempt, attempt.error)
+        WEBHOOK_ATTEMPTS.labels("retrying" if state == "pending" else state).inc()
         await self.store.finish_attempt(attempt, state, next_at, now)
 
     async def _post(self, row: DeliveryRow, attempt: AttemptRow, target: CheckedTarget) -> int:

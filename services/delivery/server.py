@@ -14,9 +14,11 @@ from common.errors import ServiceError, invalid, not_found
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import acting_user
 from common.settings import Settings, get_settings
+from common.tracing import run_span
 from common.webhook_targets import WebhookTargetRefused, check_webhook_url
 from services.delivery.channels.server import ChannelsService
 from services.delivery.channels.store import ChannelStore
+from services.delivery.metrics import RECEIPTS_WRITTEN
 from services.delivery.outbox import Outbox
 from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore, SubscriptionRow
 from services.delivery.receipting import write_receipt
@@ -146,7 +148,11 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
     async def WriteReceipt(self, request, context):  # type: ignore[no-untyped-def]
         _uuid(request.run_id, "run_id")
         _uuid(request.thread_id, "thread_id")
-        record, held = await write_receipt(request, self.settings, self.store, self.outbox_store)
+        with run_span("delivery.receipt", request.run_id, request.thread_id):
+            record, held = await write_receipt(
+                request, self.settings, self.store, self.outbox_store
+            )
+        RECEIPTS_WRITTEN.labels(record.outcome).inc()
         written = _to_proto(record)
         written.webhooks_held = held
         return written

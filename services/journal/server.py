@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from common import codec
 from common.errors import ServiceError, invalid
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
+from common.metrics import StatsCollector, register
 from common.settings import Settings, get_settings
+from common.tracing import run_span
 from services.journal.hub import END, HubConfig, JournalHub, LogExpired
+from services.journal.metrics import (
+    APPEND_SECONDS,
+    STALE_APPENDS,
+    STATS_DOCS,
+    STATS_GAUGES,
+    JournalLag,
+)
 from services.journal.record_rpcs import append_records, list_records
 from services.journal.records import RecordStore
 from services.journal.redis_hub import RedisConfig, RedisJournalHub
@@ -35,21 +45,32 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
 
     @translate_errors
     async def Append(self, request, context):  # type: ignore[no-untyped-def]
-        items = [(event.event, event.data) for event in request.events]
-        last_seq = await self.hub.append(request.run_id, request.epoch, items)
-        return journal_pb2.AppendResponse(last_seq=last_seq)
+        return journal_pb2.AppendResponse(last_seq=await self._append(request))
 
     async def AppendStream(  # type: ignore[override]
         self, request_iterator: AsyncIterator[journal_pb2.AppendRequest], context: Any
     ) -> AsyncIterator[journal_pb2.AppendResponse]:
         async for request in request_iterator:
-            items = [(event.event, event.data) for event in request.events]
             try:
-                last_seq = await self.hub.append(request.run_id, request.epoch, items)
+                last_seq = await self._append(request)
             except ServiceError as refusal:  # this batch only: the stream serves other runs too
                 yield journal_pb2.AppendResponse(error=refusal.message)
                 continue
             yield journal_pb2.AppendResponse(last_seq=last_seq)
+
+    async def _append(self, request: journal_pb2.AppendRequest) -> int:
+        """One batch: timed, and (tracing on) a span in the run's trace."""
+        items = [(event.event, event.data) for event in request.events]
+        with run_span("journal.append", request.run_id, events=len(items)):
+            started = time.perf_counter()
+            try:
+                return await self.hub.append(request.run_id, request.epoch, items)
+            except ServiceError as refusal:
+                if "is stale" in refusal.message:  # a fenced runner writing on
+                    STALE_APPENDS.inc()
+                raise
+            finally:
+                APPEND_SECONDS.observe(time.perf_counter() - started)
 
     @translate_errors
     async def Flush(self, request, context):  # type: ignore[no-untyped-def]
@@ -57,7 +78,8 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
 
     @translate_errors
     async def Close(self, request, context):  # type: ignore[no-untyped-def]
-        await self.hub.close(request.run_id, request.epoch)
+        with run_span("journal.close", request.run_id):
+            await self.hub.close(request.run_id, request.epoch)
         return journal_pb2.CloseResponse()
 
     @translate_errors
@@ -141,6 +163,8 @@ def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJourn
 async def main() -> None:
     settings = get_settings()
     configure_logging("journal")
+    register(StatsCollector("waybill_journal", STATS, STATS_DOCS, STATS_GAUGES))
+    register(JournalLag())
     store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     hub = make_hub(settings, store)

@@ -338,7 +338,9 @@ class RunExecution:
         self._record_the_end(outcome, snapshot)
         await self._drain_records()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
-            self.fence.check("journal close")
+            # Not fenced: admission accepted our terminal write, so no newer epoch can
+            # exist; a renewal refused meanwhile (the run is no longer active) must not
+            # leave the log open and its readers waiting. The journal still checks the epoch.
             if receipt.webhooks_held:  # released while the streams are closed
                 await asyncio.gather(self._confirm_finished(), self.sink.close())
             else:

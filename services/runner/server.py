@@ -15,6 +15,7 @@ from common import codec
 from common.errors import invalid, not_found
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import acting_user
+from common.metrics import StatsCollector, register
 from common.settings import Settings, get_settings
 from services.runner.agent.workspace import remove_workspace
 from services.runner.execution import Peers, RunLimits
@@ -253,6 +254,7 @@ def connect_peers(settings: Settings) -> Peers:
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
+    register(StatsCollector("waybill_runner", STATS, {}))
     settings.prices()  # a bad price table stops the runner here, not at each run's end
     store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
     await check_schema(store)  # `waybill migrate` upgrades it, once per deploy

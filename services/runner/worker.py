@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from common.tracing import run_span
 from services.runner.execution import Peers, RunExecution, RunLimits
 from services.runner.graphs import GraphRegistry
 from services.runner.store import RunnerStore
@@ -142,14 +143,18 @@ class Worker:
         task.add_done_callback(self.tasks.discard)
 
     async def _execute(self, execution: RunExecution) -> None:
-        try:
-            await execution.execute()
-        except Exception as error:
-            log.exception("run %s: infrastructure failure", execution.run.run_id)
-            await self._report_failure(execution, error)
-        finally:
-            if self.executions.get(execution.run.run_id) is execution:
-                del self.executions[execution.run.run_id]
+        run = execution.run
+        with run_span(
+            "runner.execute", run.run_id, run.thread_id, run.owner_id, attempt=run.attempt
+        ):
+            try:
+                await execution.execute()
+            except Exception as error:
+                log.exception("run %s: infrastructure failure", run.run_id)
+                await self._report_failure(execution, error)
+            finally:
+                if self.executions.get(run.run_id) is execution:
+                    del self.executions[run.run_id]
 
     async def _report_failure(self, execution: RunExecution, error: Exception) -> None:
         if not execution.fence.held:
