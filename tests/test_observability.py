@@ -24,6 +24,7 @@ from common.launch import Stack
 from common.logs import redact
 from tests.stacks import free_port, metrics_url, running_stack, scrape, stack_env, wait_until
 from tests.test_cancellation import start_slow_tool, wait_for_status
+from tests.webhook_receiver import WebhookReceiver
 
 SERVICES = ("gateway", "admission", "runner", "journal", "delivery")
 SECRET = "sk-live-9f8e7d6c5b4a3210"
@@ -76,6 +77,7 @@ class Observed:
     stack: Stack
     sink: SpanSink
     data_dir: Path
+    hooks: WebhookReceiver
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +93,15 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
         data_dir,
         WAYBILL_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
         WAYBILL_OTLP_EXPORT_SECONDS="0.2",
+        WAYBILL_WEBHOOK_ALLOW_NETWORKS="127.0.0.1/32",
+        WAYBILL_WEBHOOK_POLL_SECONDS="0.2",
     )
+    hooks = WebhookReceiver(free_port()).start()
     try:
         with running_stack(env, data_dir) as stack:
-            yield Observed(stack, sink, data_dir)
+            yield Observed(stack, sink, data_dir, hooks)
     finally:
+        hooks.stop()
         server.stop(0)
 
 
@@ -125,8 +131,10 @@ async def test_metrics_count_what_the_runs_did(observed: Observed, sdk: LangGrap
     before = scrape_all(stack)
     thread = await sdk.threads.create()
     tid = thread["thread_id"]
-    for _ in range(3):
+    for _ in range(2):
         await sdk.runs.wait(tid, "lead_agent", input=says("/tokens 7"))
+    # One run tells a webhook it ended: one attempt, delivered.
+    await sdk.runs.wait(tid, "lead_agent", input=says("/tokens 7"), webhook=observed.hooks.url)
     frames = [part async for part in sdk.runs.stream(tid, "lead_agent", input=says("/tokens 3"))]
     assert frames[0].event == "metadata"
     slow = await start_slow_tool(sdk, tid)
@@ -178,9 +186,14 @@ async def test_metrics_count_what_the_runs_did(observed: Observed, sdk: LangGrap
         moved(before["delivery"], delivery, 'waybill_receipts_written_total{outcome="success"}')
         == 4
     )
-    async with httpx.AsyncClient() as http:
-        page = (await http.get(metrics_url(stack, "delivery"))).text
-    assert "# HELP waybill_webhook_attempts_total" in page
+    delivered = 'waybill_webhook_attempts_total{outcome="delivered"}'
+
+    def webhook_counted() -> bool:
+        page = scrape(metrics_url(stack, "delivery"))
+        return moved(before["delivery"], page, delivered) == 1
+
+    wait_until(webhook_counted, "the webhook attempt counted")
+    assert len(observed.hooks.snapshot()) == 1
 
 
 async def test_one_trace_per_run_across_services(observed: Observed, sdk: LangGraphClient) -> None:
@@ -241,7 +254,8 @@ async def test_logs_are_json_tagged_with_the_run_and_redacted(
 
     def logged() -> list[dict[str, Any]]:
         lines = []
-        for log_file in observed.data_dir.glob("*.log"):
+        for service in SERVICES:  # the services' logs (not the one-shot migration's)
+            log_file = observed.data_dir / f"{service}.log"
             for text in log_file.read_text().splitlines():
                 if text.strip():
                     lines.append(json.loads(text))  # every line is one JSON object

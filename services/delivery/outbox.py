@@ -28,8 +28,8 @@ from common import codec
 from common.settings import Settings
 from common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
 from services.delivery import signing
-from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
 from services.delivery.metrics import WEBHOOK_ATTEMPTS
+from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.delivery.outbox")
