@@ -271,10 +271,7 @@ class RunExecution:
         if self.run_journal is not None:
             await self.run_journal.sink.drain()  # every record stored before the run ends
         if await self._report(outcome, snapshot, rolled_back):
-            # Not fenced: admission accepted our terminal write, so no newer epoch can
-            # exist; a renewal refused meanwhile (the run is no longer active) must not
-            # leave the log open and its readers waiting. The journal still checks the epoch.
-            await self.sink.close()
+            await self.sink.close(after_terminal_write=True)
 
     async def _drive_with_limits(self, graph: Pregel) -> Outcome:
         self._graph_task = asyncio.create_task(self._drive_graph(graph))
