@@ -183,6 +183,8 @@ async def test_soak(scaled: ScaledStack) -> None:
         f"soak outcomes: {dict(sorted(tally.outcomes.items()))}\n"
         f"soak: lost {len(lost)}, stuck {stuck}, problems {len(tally.problems)}"
     )
+    for problem in tally.problems[:10]:
+        print(f"soak problem: {problem}")
     assert tally.runs, "the soak ran nothing"
     assert tally.kills >= 1 or KILL_EVERY[1] > SECONDS
     assert not lost, lost

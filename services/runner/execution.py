@@ -342,9 +342,11 @@ class RunExecution:
             # exist; a renewal refused meanwhile (the run is no longer active) must not
             # leave the log open and its readers waiting. The journal still checks the epoch.
             if receipt.webhooks_held:  # released while the streams are closed
-                await asyncio.gather(self._confirm_finished(), self.sink.close())
+                await asyncio.gather(
+                    self._confirm_finished(), self.sink.close(after_terminal_write=True)
+                )
             else:
-                await self.sink.close()
+                await self.sink.close(after_terminal_write=True)
 
     async def _drive_with_limits(self, graph: Pregel) -> Outcome:
         self._graph_task = asyncio.create_task(self._drive_graph(graph))

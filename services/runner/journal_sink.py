@@ -91,8 +91,13 @@ class JournalSink:
         await self.drain()
         await self.journal.Flush(journal_pb2.FlushRequest(run_id=self.run_id), timeout=self.timeout)
 
-    async def close(self) -> None:
-        self.fence.check("journal close")
+    async def close(self, after_terminal_write: bool = False) -> None:
+        """End the run's log. After admission accepted this epoch's terminal write no
+        newer epoch can exist, so the lease no longer matters (a renewal refused
+        meanwhile must not leave the log open and its readers waiting); the journal
+        still refuses a stale epoch."""
+        if not after_terminal_write:
+            self.fence.check("journal close")
         await self.journal.Close(
             journal_pb2.CloseRequest(run_id=self.run_id, epoch=self.epoch), timeout=self.timeout
         )
