@@ -78,7 +78,18 @@ async def one_stream(
         reply.raise_for_status()
         run = reply.headers["Content-Location"].rsplit("/", 1)[-1]
         tally.runs[run] = (thread, "stream")
-        frames = [frame async for frame in sse(reply)]
+        frames: list[Frame] = []
+        try:
+            async with asyncio.timeout(SETTLE_SECONDS):  # heartbeats keep a stuck one alive
+                async for frame in sse(reply):
+                    frames.append(frame)
+        except TimeoutError:
+            rows = scaled.sql("SELECT status, attempt FROM runs WHERE run_id = %s", run)
+            tally.problems.append(
+                f"stream of {run} not ended after {SETTLE_SECONDS:.0f}s: "
+                f"{len(frames)} frames, run {rows}"
+            )
+            return
     tally.streams[run] = frames
     tally.events += len(frames)
     if [f.seq for f in frames] != list(range(len(frames))):
