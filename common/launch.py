@@ -147,7 +147,13 @@ class Stack:
                 process.wait()
 
 
+def _stop_on_sigterm(_signum: int, _frame: object) -> None:
+    """A supervisor's SIGTERM stops every service the way Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     stack = Stack(env={k: v for k, v in os.environ.items() if k.startswith("WAYBILL_")})
     settings = stack.settings
     if not settings.database_url:

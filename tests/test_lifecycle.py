@@ -85,3 +85,32 @@ def test_launcher_stops_everything_when_one_service_dies(tmp_path: Path) -> None
     finally:
         if launcher.poll() is None:
             launcher.kill()
+
+
+def test_launcher_stops_every_service_on_sigterm(tmp_path: Path) -> None:
+    env = {**os.environ, **stack_env(tmp_path)}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "common.launch"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert launcher.stdout is not None
+        for line in launcher.stdout:
+            if "ready at" in line:
+                break
+        children = _children(launcher.pid)
+        assert len(children) == 5
+        launcher.send_signal(signal.SIGTERM)  # a supervisor stopping `make run`
+
+        rest, _ = launcher.communicate(timeout=60)
+        assert "waybill: stopping" in rest
+        assert launcher.returncode == 0
+        for pid in children:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
