@@ -154,7 +154,14 @@ def test_the_api_key_comes_from_waybill_api_key(stack: Stack) -> None:
 def test_up_starts_the_embedded_default_and_migrate_is_part_of_it(tmp_path: Path) -> None:
     env = {**os.environ, **stack_env(tmp_path)}
     up = subprocess.Popen(
-        [WAYBILL, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        [WAYBILL, "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        # As from a terminal: a suite started in the background inherits SIGINT
+        # ignored, and Python would then keep ignoring the Ctrl-C this test sends.
+        preexec_fn=_interruptible,
     )
     try:
         assert up.stdout is not None
@@ -173,6 +180,10 @@ def test_up_starts_the_embedded_default_and_migrate_is_part_of_it(tmp_path: Path
     finally:
         up.send_signal(signal.SIGINT)
         assert up.wait(60) == 0
+
+
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stack_env_of(env: dict[str, str]) -> dict[str, str]:
