@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -53,8 +55,9 @@ def _children(pid: int) -> dict[int, str]:
     return {int(line.split(None, 1)[0]): line.split(None, 1)[1] for line in listing.splitlines()}
 
 
-@pytest.mark.timeout(90)
-def test_launcher_stops_everything_when_one_service_dies(tmp_path: Path) -> None:
+@contextmanager
+def launched(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """`python -m common.launch` (what `make run` runs), ready; killed if a test leaves it."""
     env = {**os.environ, **stack_env(tmp_path)}
     launcher = subprocess.Popen(
         [sys.executable, "-m", "common.launch"],
@@ -68,8 +71,16 @@ def test_launcher_stops_everything_when_one_service_dies(tmp_path: Path) -> None
         for line in launcher.stdout:
             if "ready at" in line:
                 break
-        url = f"http://127.0.0.1:{env['WAYBILL_HTTP_PORT']}"
-        assert httpx.get(f"{url}/ok").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{env['WAYBILL_HTTP_PORT']}/ok").status_code == 200
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+
+
+@pytest.mark.timeout(90)
+def test_launcher_stops_everything_when_one_service_dies(tmp_path: Path) -> None:
+    with launched(tmp_path) as launcher:
         children = _children(launcher.pid)
         assert len(children) == 5
         journal = next(pid for pid, args in children.items() if "services.journal" in args)
@@ -82,25 +93,11 @@ def test_launcher_stops_everything_when_one_service_dies(tmp_path: Path) -> None
         for pid in children:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
 
 
+@pytest.mark.timeout(90)
 def test_launcher_stops_every_service_on_sigterm(tmp_path: Path) -> None:
-    env = {**os.environ, **stack_env(tmp_path)}
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "common.launch"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert launcher.stdout is not None
-        for line in launcher.stdout:
-            if "ready at" in line:
-                break
+    with launched(tmp_path) as launcher:
         children = _children(launcher.pid)
         assert len(children) == 5
         launcher.send_signal(signal.SIGTERM)  # a supervisor stopping `make run`
@@ -111,6 +108,3 @@ def test_launcher_stops_every_service_on_sigterm(tmp_path: Path) -> None:
         for pid in children:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
