@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 
@@ -50,16 +49,11 @@ def _messages(values: Any) -> list[BaseMessage]:
     return [m for m in messages if isinstance(m, BaseMessage)]
 
 
-async def run_messages(graph: Pregel, config: RunnableConfig, run_id: str) -> list[BaseMessage]:
-    """The messages this run added to the thread."""
-    final = await graph.aget_state(config)
-    before: list[BaseMessage] = []
-    async for snapshot in graph.aget_state_history(config):
-        if (snapshot.metadata or {}).get("run_id") != run_id:
-            before = _messages(snapshot.values)
-            break
-    known = {m.id for m in before if m.id}
-    return [m for m in _messages(final.values) if not m.id or m.id not in known]
+def added_messages(started_from: Any, final: Any) -> list[BaseMessage]:
+    """The messages a run added to the thread: its final values' messages, less
+    those of the values it started from."""
+    known = {m.id for m in _messages(started_from) if m.id}
+    return [m for m in _messages(final) if not m.id or m.id not in known]
 
 
 def presented_paths(messages: Iterable[BaseMessage]) -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
@@ -27,7 +28,7 @@ from common.settings import get_settings
 from common.usage import TokenCount, summarize
 from services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
 from services.runner.conversation import closing_answer, unanswered_tool_calls
-from services.runner.deliverables import has_workspace_tools, presented_paths, run_messages
+from services.runner.deliverables import added_messages, has_workspace_tools, presented_paths
 from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
 from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
 from services.runner.graphs import GraphRegistry
@@ -169,6 +170,7 @@ class RunExecution:
         self.handed_back = False
         self.run_journal: RunJournal | None = None  # typed records and token usage
         self.verify_workspace = False  # the agent has workspace tools: delivery checks files
+        self.checkpointer: FencedCheckpointer | None = None  # the run's, once it is built
         self._snapshot: asyncio.Task[None] | None = None  # the workspace's before-snapshot
         self._graph_task: asyncio.Task[Outcome] | None = None
 
@@ -287,14 +289,14 @@ class RunExecution:
                 self.limits.record_linger_seconds,
             )
         )
-        checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
+        self.checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
         store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
-        graph = self.graphs.build(self.run.graph_id, self.config, checkpointer, store)
+        graph = self.graphs.build(self.run.graph_id, self.config, self.checkpointer, store)
         self.verify_workspace = self._verifies_workspace(graph)
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate(checkpointer)
+            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate()
             try:
                 outcome = await self._drive_with_limits(graph)
             finally:
@@ -320,12 +322,13 @@ class RunExecution:
         # terminal status -> journal closed. Reads and records that no step waits
         # for go beside the step before them.
         self.fence.check("journal flush")
-        snapshot, presented, _, _ = await asyncio.gather(
+        snapshot, started_from, _, _ = await asyncio.gather(
             graph.aget_state(thread_config(self.run.thread_id)),
-            self._presented(graph),
+            self._state_started_from(graph),
             self.sink.flush(),
             self._snapshot_taken(),  # the receipt compares the workspace with it
         )
+        presented = presented_paths(added_messages(started_from, snapshot.values))
         STATS.receipts_requested += 1
         receipt = await self._write_receipt(outcome, snapshot, presented)
         if outcome.status == common_pb2.RUN_STATUS_SUCCESS and receipt.verdict == "error":
@@ -446,34 +449,33 @@ class RunExecution:
         configurable = dict(self.config.get("configurable") or {})
         return has_workspace_tools(self.run.graph_id, graph, configurable, role_tools)
 
-    async def _previous_run(self, checkpointer: FencedCheckpointer) -> str:
-        """The run that made the thread's last checkpoint before this run's own
-        (a resume continues it); empty when there is none."""
-        config = thread_config(self.run.thread_id)
-        if checkpointer.found_read:  # as the graph found the thread: no read
-            found = checkpointer.found
-            if found is None or found.metadata.get("run_id") != self.run.run_id:
-                return str((found.metadata.get("run_id") or "") if found else "")
-        latest = await self.graphs.checkpointer.aget_tuple(config)
-        if latest is None or latest.metadata.get("run_id") != self.run.run_id:
-            return str((latest.metadata.get("run_id") or "") if latest else "")
-        # The graph, started meanwhile, has checkpointed already: look past its own.
-        async for earlier in self.graphs.checkpointer.alist(config):
+    async def _starting_point(self) -> CheckpointTuple | None:
+        """The thread's last checkpoint before this run's own: the state the run
+        started from (None: a new thread). Usually the graph's own first read."""
+        read = self.checkpointer is not None and self.checkpointer.found_read
+        found = self.checkpointer.found if self.checkpointer else None
+        if read and (found is None or found.metadata.get("run_id") != self.run.run_id):
+            return found
+        # A takeover: the graph found this run's own checkpoints; look past them.
+        root: RunnableConfig = {
+            "configurable": {"thread_id": self.run.thread_id, "checkpoint_ns": ""}
+        }
+        async for earlier in self.graphs.checkpointer.alist(root):
             if earlier.metadata.get("run_id") != self.run.run_id:
-                return str(earlier.metadata.get("run_id") or "")
-        return ""
+                return earlier
+        return None
 
     async def _snapshot_taken(self) -> None:
         if self._snapshot is not None:
             await self._snapshot
 
-    def _snapshot_gate(self, checkpointer: FencedCheckpointer) -> SnapshotGate:
+    def _snapshot_gate(self) -> SnapshotGate:
         """A gate whose `start` begins the snapshot once, from any thread."""
         loop = asyncio.get_running_loop()
 
         def begin() -> None:
             if self._snapshot is None:
-                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate, checkpointer))
+                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate))
 
         def start() -> None:
             if threading.get_ident() == loop_thread:
@@ -485,12 +487,11 @@ class RunExecution:
         gate = SnapshotGate(start)
         return gate
 
-    async def _snapshot_workspace(
-        self, gate: SnapshotGate, checkpointer: FencedCheckpointer
-    ) -> None:
+    async def _snapshot_workspace(self, gate: SnapshotGate) -> None:
         """The workspace before the run changes it (a takeover gets the run's first)."""
         try:
-            previous = await self._previous_run(checkpointer)
+            start = await self._starting_point()
+            previous = str(start.metadata.get("run_id") or "") if start else ""
             self.fence.check("workspace snapshot")
             await self.peers.delivery.Snapshot(
                 delivery_pb2.SnapshotRequest(
@@ -507,11 +508,13 @@ class RunExecution:
             raise
         gate.open()
 
-    async def _presented(self, graph: Pregel) -> list[str]:
+    async def _state_started_from(self, graph: Pregel) -> Any:
+        """The thread's values when the run started (only read when its delivery is
+        verified: the messages it added are where its present_files calls are)."""
         if not self.verify_workspace:
-            return []
-        config = thread_config(self.run.thread_id)
-        return presented_paths(await run_messages(graph, config, self.run.run_id))
+            return None
+        start = await self._starting_point()
+        return (await graph.aget_state(start.config)).values if start else None
 
     async def _confirm_finished(self) -> None:
         """Release the run's webhooks now; if this fails, delivery asks admission later."""
