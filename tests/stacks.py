@@ -3,14 +3,16 @@ against SQLite files (embedded) or a fresh Postgres database."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -38,6 +40,18 @@ def wait_until(ready: Callable[[], bool], what: str, seconds: float = 30.0) -> N
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up waiting for {what}")
         time.sleep(0.1)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str, seconds: float = 30.0) -> Any:
+    """Await `check()` until it returns something truthy, and return that."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 def http_ok(url: str) -> bool:

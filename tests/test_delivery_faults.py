@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,13 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.stacks import TwoRunners, free_port, fresh_postgres_database, two_runner_stack
+from tests.stacks import (
+    TwoRunners,
+    eventually,
+    free_port,
+    fresh_postgres_database,
+    two_runner_stack,
+)
 from tests.test_delivery import present, tools, write
 from tests.test_webhooks import WEBHOOK_ENV
 from tests.webhook_receiver import WebhookReceiver
@@ -50,17 +55,6 @@ def stored_receipt(address: str, run_id: str) -> delivery_pb2.Receipt | None:
             raise
 
 
-async def poll(check: Any, what: str, seconds: float = 60.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def test_a_runner_killed_between_receipt_and_status(two_runners: TwoRunners) -> None:
     stack = two_runners.stack
     receiver = WebhookReceiver(free_port()).start()
@@ -81,7 +75,7 @@ async def test_a_runner_killed_between_receipt_and_status(two_runners: TwoRunner
             found = (await raw.get(events)).json()
             return any(e["data"].get("name") == "wait" for e in found)
 
-        await poll(waiting, "the slow tool to start")
+        await eventually(waiting, "the slow tool to start", seconds=60.0)
         delivery = stack.processes["delivery"]
         delivery.send_signal(signal.SIGSTOP)  # the receipt request will wait in its socket
         victim = two_runners.executing()
@@ -89,14 +83,16 @@ async def test_a_runner_killed_between_receipt_and_status(two_runners: TwoRunner
         async def receipt_requested() -> bool:
             return two_runners.stats(victim)["receipts_requested"] >= 1
 
-        await poll(receipt_requested, "the runner to ask for its receipt")
+        await eventually(receipt_requested, "the runner to ask for its receipt", seconds=60.0)
         await asyncio.sleep(0.5)  # let the request leave the runner's process
         stack.processes[victim].send_signal(signal.SIGSTOP)  # it never sees the answer
         delivery.send_signal(signal.SIGCONT)
 
         address = stack.address_of("delivery")
-        first = await poll(
-            lambda: asyncio.to_thread(stored_receipt, address, run_id), "the first receipt"
+        first = await eventually(
+            lambda: asyncio.to_thread(stored_receipt, address, run_id),
+            "the first receipt",
+            seconds=60.0,
         )
         assert first.epoch == 1 and first.verdict == "delivered"
         # Receipt written, status not: the run is not a success yet.
@@ -114,7 +110,7 @@ async def test_a_runner_killed_between_receipt_and_status(two_runners: TwoRunner
             assert found["status"] == "running"
             return None
 
-        await poll(ended, "the takeover to finish the run")
+        await eventually(ended, "the takeover to finish the run", seconds=60.0)
         receipt = (await raw.get(f"/threads/{thread}/runs/{run_id}/receipt")).json()
         assert receipt["epoch"] == 2  # the runner that took over wrote its own
         assert receipt["verdict"] == "delivered"
@@ -127,7 +123,7 @@ async def test_a_runner_killed_between_receipt_and_status(two_runners: TwoRunner
             states = {d["epoch"]: d["state"] for d in found}
             return found if states == {1: "superseded", 2: "delivered"} else None
 
-        await poll(settled, "epoch 1's webhook superseded, epoch 2's delivered")
+        await eventually(settled, "epoch 1's webhook superseded, epoch 2's delivered", seconds=60.0)
         [hit] = receiver.snapshot()
         body = json.loads(hit.body)
         assert body["status"] == "success" and body["receipt"]["epoch"] == 2

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from langgraph_sdk.client import LangGraphClient
 from common.launch import Stack, grpc_serving
 from services.delivery.signing import verify
 from tests.stacks import (
+    eventually,
     free_port,
     fresh_postgres_database,
     runner_stats,
@@ -88,17 +88,6 @@ async def deliveries(raw: httpx.AsyncClient, thread_id: str, run_id: str) -> lis
     return list(response.json())
 
 
-async def until(check: Any, what: str, seconds: float = 30.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
 async def finished_run(sdk: LangGraphClient, webhook: str, text: str = "hello") -> tuple[str, str]:
     thread = (await sdk.threads.create())["thread_id"]
     run = await sdk.runs.create(thread, "lead_agent", input=says(text), webhook=webhook)
@@ -115,7 +104,9 @@ async def test_the_webhook_is_signed_and_says_how_the_run_ended(
 ) -> None:
     receiver.start()
     thread, run_id = await finished_run(sdk, receiver.url)
-    found = await until(lambda: _delivered_list(raw, thread, run_id), "the webhook to be delivered")
+    found = await eventually(
+        lambda: _delivered_list(raw, thread, run_id), "the webhook to be delivered"
+    )
     [delivery] = found
     assert delivery["source"] == "run" and delivery["url"] == receiver.url
     assert [a["status_code"] for a in delivery["attempts"]] == [200]
@@ -152,9 +143,9 @@ async def test_a_receiver_that_is_down_gets_it_once_it_is_up(
         found = await deliveries(raw, thread, run_id)
         return bool(found) and len(found[0]["attempts"]) >= 2
 
-    await until(failed_twice, "two failed attempts")
+    await eventually(failed_twice, "two failed attempts")
     receiver.start()
-    [delivery] = await until(lambda: _delivered_list(raw, thread, run_id), "delivery")
+    [delivery] = await eventually(lambda: _delivered_list(raw, thread, run_id), "delivery")
     attempts = delivery["attempts"]
     assert all(a["error"] and a["status_code"] is None for a in attempts[:-1])
     assert attempts[-1]["status_code"] == 200 and attempts[-1]["error"] is None
@@ -173,9 +164,9 @@ async def test_a_failing_receiver_is_retried_and_each_attempt_recorded(
     async def three_answers() -> bool:
         return len(receiver.snapshot()) >= 3
 
-    await until(three_answers, "three attempts")
+    await eventually(three_answers, "three attempts")
     receiver.status = 204
-    [delivery] = await until(lambda: _delivered_list(raw, thread, run_id), "delivery")
+    [delivery] = await eventually(lambda: _delivered_list(raw, thread, run_id), "delivery")
     hits = receiver.snapshot()
     assert len({h.headers["idempotency-key"] for h in hits}) == 1
     assert len({h.headers["x-waybill-attempt-id"] for h in hits}) == len(hits)
@@ -201,7 +192,7 @@ async def test_thread_and_assistant_subscriptions_are_told(
 
     run = await sdk.runs.create(thread, assistant["assistant_id"], input=says("hi"))
     await sdk.runs.join(thread, run["run_id"])
-    found = await until(lambda: _delivered_list(raw, thread, run["run_id"]), "deliveries")
+    found = await eventually(lambda: _delivered_list(raw, thread, run["run_id"]), "deliveries")
     assert sorted(d["source"] for d in found) == ["assistant", "thread"]
     assert sorted(h.path for h in receiver.snapshot()) == [
         "/hook?from=assistants",
@@ -248,7 +239,7 @@ async def test_killed_mid_backoff_the_delivery_service_delivers_after_restart(
         found = await deliveries(raw, thread, run_id)
         return bool(found) and len(found[0]["attempts"]) >= 1
 
-    await until(failed_once, "a failed attempt")
+    await eventually(failed_once, "a failed attempt")
     delivery = hooks_stack.processes["delivery"]
     delivery.send_signal(signal.SIGKILL)
     delivery.wait()
@@ -259,7 +250,9 @@ async def test_killed_mid_backoff_the_delivery_service_delivers_after_restart(
     hooks_stack.start_one("delivery")
     address = hooks_stack.address_of("delivery")
     wait_until(lambda: grpc_serving(address), "delivery serving again")
-    [done] = await until(lambda: _delivered_list(raw, thread, run_id), "delivery after restart")
+    [done] = await eventually(
+        lambda: _delivered_list(raw, thread, run_id), "delivery after restart"
+    )
     hits = receiver.snapshot()
     assert len(hits) == 1  # once: the attempts before the kill never reached anyone
     assert hits[0].headers["idempotency-key"] == done["delivery_id"]
@@ -294,14 +287,14 @@ async def test_a_webhook_its_runner_never_confirmed_is_released_by_delivery(
         found = (await raw.get(f"/threads/{thread}/runs/{run_id}/events?type=tool_start")).json()
         return bool(found)
 
-    await until(in_the_tool, "the slow tool to start")
+    await eventually(in_the_tool, "the slow tool to start")
     admission, delivery = hooks_stack.processes["admission"], hooks_stack.processes["delivery"]
     runner_address = hooks_stack.address_of("runner")
     failed_before = runner_stats(runner_address)["confirmations_failed"]
     admission.send_signal(signal.SIGSTOP)  # the runner's status report waits here
     try:
         address = hooks_stack.address_of("delivery")
-        await until(lambda: asyncio.to_thread(stored_receipt, address, run_id), "the receipt")
+        await eventually(lambda: asyncio.to_thread(stored_receipt, address, run_id), "the receipt")
         delivery.send_signal(signal.SIGSTOP)  # and now its confirmation will wait here
     finally:
         admission.send_signal(signal.SIGCONT)
@@ -310,18 +303,18 @@ async def test_a_webhook_its_runner_never_confirmed_is_released_by_delivery(
     async def succeeded() -> bool:
         return (await sdk.runs.get(thread, run_id))["status"] == "success"
 
-    await until(succeeded, "the status to be accepted")
+    await eventually(succeeded, "the status to be accepted")
     delivery.send_signal(signal.SIGKILL)  # the confirmation in flight fails
     delivery.wait()
 
     async def confirmation_failed() -> bool:
         return runner_stats(runner_address)["confirmations_failed"] > failed_before
 
-    await until(confirmation_failed, "the runner's confirmation to fail")
+    await eventually(confirmation_failed, "the runner's confirmation to fail")
     assert receiver.snapshot() == []
     hooks_stack.start_one("delivery")
     wait_until(lambda: grpc_serving(address), "delivery serving again")
-    [done] = await until(lambda: _delivered_list(raw, thread, run_id), "the held webhook sent")
+    [done] = await eventually(lambda: _delivered_list(raw, thread, run_id), "the held webhook sent")
     assert done["epoch"] == 1
     [hit] = receiver.snapshot()
     assert json.loads(hit.body)["status"] == "success"
@@ -337,7 +330,7 @@ async def test_a_run_cancelled_before_it_started_still_calls_its_webhook(
     await sdk.runs.cancel(thread, queued["run_id"])
     await sdk.runs.join(thread, first["run_id"])
     await sdk.runs.join(thread, queued["run_id"])
-    [done] = await until(lambda: _delivered_list(raw, thread, queued["run_id"]), "the webhook")
+    [done] = await eventually(lambda: _delivered_list(raw, thread, queued["run_id"]), "the webhook")
     [hit] = receiver.snapshot()
     body = json.loads(hit.body)
     assert body["run_id"] == queued["run_id"] and body["status"] == "interrupted"
@@ -355,7 +348,7 @@ async def test_a_stateless_run_calls_its_webhook_though_its_thread_is_gone(
     async def one_hit() -> bool:
         return len(receiver.snapshot()) == 1
 
-    await until(one_hit, "the webhook")
+    await eventually(one_hit, "the webhook")
     sent = json.loads(receiver.snapshot()[0].body)
     assert sent["status"] == "success"
     assert sent["values"]["messages"][-1]["content"] == "You said: stateless"
