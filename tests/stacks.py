@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import time
 import uuid
@@ -61,10 +62,27 @@ def http_ok(url: str) -> bool:
         return False
 
 
+# Test ports come from below the kernel's ephemeral range (32768+ by default), so no
+# outgoing connection's source port and no other bind-to-0 can take one between the
+# check here and the service's own bind; and none is handed out twice in a session
+# (bind-to-0 can return the same port to two calls in a row once the first is closed).
+TEST_PORTS = range(20000, 32000)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on, not yet given to another test process."""
+    for port in random.sample(TEST_PORTS, len(TEST_PORTS)):
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {TEST_PORTS}")
 
 
 def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> dict[str, str]:
