@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from common import logs, tracing
 from common.errors import ServiceError
+from common.heap import freeze_startup_objects
 from common.metrics import serve_metrics
 from common.schema import SchemaMismatch
 from common.settings import get_settings
@@ -72,6 +73,7 @@ async def serve(
     grace_seconds: float = 10.0,
 ) -> None:
     """Run one service until SIGTERM/SIGINT, then stop it gracefully."""
+    freeze_startup_objects()  # before the first await: no request's objects yet
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),

@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 
+from common.heap import freeze_startup_objects
 from common.settings import Settings, get_settings
 from common.tracing import start_tracing
 from gateway import observability
@@ -38,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         app.state.peers = Peers.connect(settings)
         app.state.background = set()  # clean-ups that outlive their request
+        freeze_startup_objects()
         yield
         await app.state.peers.close()
 

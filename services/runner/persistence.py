@@ -10,6 +10,13 @@ from typing import Any
 from common.settings import Settings
 
 
+async def relax_sync(connection: Any) -> None:
+    """The durability every other Waybill SQLite file has (common/sql.py): in WAL mode,
+    NORMAL survives a crash of the process and skips an fsync per commit, which
+    LangGraph's default (FULL) pays on every checkpoint write."""
+    await connection.execute("PRAGMA synchronous=NORMAL")
+
+
 @contextlib.asynccontextmanager
 async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIterator[Any]:
     """`setup` creates or upgrades the tables: the migration step's job, not a start's."""
@@ -27,6 +34,7 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
         async with AsyncSqliteSaver.from_conn_string(url) as saver:
             if setup:
                 await saver.setup()
+            await relax_sync(saver.conn)
             yield saver
 
 
@@ -47,4 +55,5 @@ async def open_store(settings: Settings, setup: bool = True) -> AsyncIterator[An
         async with AsyncSqliteStore.from_conn_string(path) as store:
             if setup:
                 await store.setup()
+            await relax_sync(store.conn)
             yield store
