@@ -16,7 +16,7 @@ from common.sql import create_engine
 from services.journal.hub import END, HubConfig, JournalHub
 from services.journal.redis_hub import RedisConfig, RedisJournalHub
 from services.journal.stats import STATS
-from services.journal.store import JournalStore, StoredEvent
+from services.journal.store import SQLITE_ROWS_PER_INSERT, JournalStore, StoredEvent
 from tests.stacks import SHARED_REDIS
 
 
@@ -54,6 +54,20 @@ async def test_events_are_numbered_and_replayed_after_eviction(hub: JournalHub) 
         (1, "values", b"1"),
         (2, "values", b"2"),
     ]
+
+
+async def test_a_batch_larger_than_one_sqlite_insert_is_stored_whole(tmp_path: Path) -> None:
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    run_id = str(uuid.uuid4())
+    count = 2 * SQLITE_ROWS_PER_INSERT + 7  # three statements: two full, one short
+    events = [StoredEvent(run_id, seq, "values", str(seq).encode()) for seq in range(count)]
+    await store.write(events, {run_id: 1})
+    await store.write(events[:10], {})  # a retried batch changes nothing
+    stored = await store.load(run_id)
+    await store.engine.dispose()
+    assert stored is not None
+    assert [(e.seq, e.data) for e in stored.events] == [(e.seq, e.data) for e in events]
 
 
 async def test_a_stale_epoch_cannot_append(hub: JournalHub) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,13 +31,16 @@ from common.sql import migrate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
-# Keyed by "is Postgres": the drivers' own parameter styles.
-EVENT_INSERT = {
-    True: "INSERT INTO run_events (run_id, seq, event, data, created_at) "
-    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-    False: "INSERT INTO run_events (run_id, seq, event, data, created_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-}
+# The hot inserts, in the drivers' own parameter styles. Postgres (asyncpg) takes
+# the batch as one pipelined executemany; SQLite takes it as multi-row INSERTs,
+# one statement step per chunk instead of one per row.
+POSTGRES_EVENT_INSERT = (
+    "INSERT INTO run_events (run_id, seq, event, data, created_at) "
+    "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
+)
+SQLITE_ROWS_PER_INSERT = 1000  # 5,000 parameters, well under SQLite's 32,766
+
+
 SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime on SQLite
 
 metadata = MetaData()
@@ -115,6 +119,33 @@ class SqlPage:
     gone: str | None = None
 
 
+@functools.lru_cache(maxsize=64)
+def sqlite_event_insert(rows: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?, ?)"] * rows)
+    return (
+        "INSERT INTO run_events (run_id, seq, event, data, created_at) "
+        f"VALUES {values} ON CONFLICT DO NOTHING"
+    )
+
+
+async def insert_events_postgres(
+    conn: AsyncConnection, events: list[StoredEvent], now: datetime
+) -> None:
+    if events:
+        rows = [(e.run_id, e.seq, e.event, e.data, now) for e in events]
+        await conn.exec_driver_sql(POSTGRES_EVENT_INSERT, rows)
+
+
+async def insert_events_sqlite(
+    conn: AsyncConnection, events: list[StoredEvent], now: datetime
+) -> None:
+    stamp = now.strftime(SQLITE_TIME)
+    for start in range(0, len(events), SQLITE_ROWS_PER_INSERT):
+        chunk = events[start : start + SQLITE_ROWS_PER_INSERT]
+        values = tuple(v for e in chunk for v in (e.run_id, e.seq, e.event, e.data, stamp))
+        await conn.exec_driver_sql(sqlite_event_insert(len(chunk)), values)
+
+
 class JournalStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -155,14 +186,12 @@ class JournalStore:
                     self.dialect_insert(run_logs).on_conflict_do_nothing(),
                     [{"run_id": r, "epoch": e, "closed_at": None} for r, e in opened.items()],
                 )
-            if events:
-                # The hot insert goes to the driver as plain rows: SQLAlchemy's
-                # per-row parameter processing cost more than the insert itself.
-                stamp = now if self.is_postgres else now.strftime(SQLITE_TIME)
-                await conn.exec_driver_sql(
-                    EVENT_INSERT[self.is_postgres],
-                    [(e.run_id, e.seq, e.event, e.data, stamp) for e in events],
-                )
+            # The hot insert goes to the driver as plain rows: SQLAlchemy's
+            # per-row parameter processing cost more than the insert itself.
+            if self.is_postgres:
+                await insert_events_postgres(conn, events, now)
+            else:
+                await insert_events_sqlite(conn, events, now)
 
     async def mark_closed(self, run_id: str, epoch: int) -> None:
         """Close the run's log (opening it first if no event was ever stored)."""
