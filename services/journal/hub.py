@@ -238,10 +238,14 @@ class JournalHub:
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
         await self.flush(run_id)
-        await self.store.mark_closed(run_id, epoch)
+        # Live readers learn first and SQL right behind, as with Redis: every event
+        # is already stored, and the close is answered only once SQL has it too.
         run_log.closed = True
         run_log.end_subscribers()
-        self._evict_later(run_log)
+        try:
+            await self.store.mark_closed(run_id, epoch)
+        finally:
+            self._evict_later(run_log)
 
     def _evict_later(self, run_log: RunLog) -> None:
         def evict() -> None:

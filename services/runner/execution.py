@@ -339,8 +339,12 @@ class RunExecution:
             self.fence.check("journal flush")
             await self.sink.flush()
         self._record_the_end(outcome, snapshot)
-        await self._drain_records()  # every record stored before the run ends
-        if await self._report(outcome, snapshot, rolled_back):
+        # The last records are stored while admission takes the terminal status: the
+        # log closes after both, so whoever follows it to its end sees every record.
+        accepted, _ = await asyncio.gather(
+            self._report(outcome, snapshot, rolled_back), self._drain_records()
+        )
+        if accepted:
             # Not fenced: admission accepted our terminal write, so no newer epoch can
             # exist; a renewal refused meanwhile (the run is no longer active) must not
             # leave the log open and its readers waiting. The journal still checks the epoch.
