@@ -72,15 +72,20 @@ class Followers:
                 if self.redis_down:
                     log.info("Redis is back: live readers follow it again")
                     self.redis_down = False
+                events, ended = [], False
                 for entry, fields in entries:
                     if entry == END_ID:
-                        for subscriber in list(follower.subscribers):
-                            subscriber.end()
-                        return
-                    event = event_of(follower.run_id, entry, fields)
+                        ended = True
+                        break
+                    events.append(event_of(follower.run_id, entry, fields))
                     follower.cursor = entry
-                    for subscriber in list(follower.subscribers):
-                        subscriber.offer(event)
+                for subscriber in list(follower.subscribers):
+                    if events:
+                        subscriber.offer(events)
+                    if ended:
+                        subscriber.end()
+                if ended:
+                    return
         except UNREACHABLE as error:
             STATS.redis_errors += 1
             if not self.redis_down:

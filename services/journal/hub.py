@@ -219,9 +219,8 @@ class JournalHub:
         first = run_log.next_seq
         fresh = [StoredEvent(run_id, first + i, name, data) for i, (name, data) in enumerate(items)]
         run_log.events.extend(fresh)
-        for stored in fresh:  # live fan-out first ...
-            for subscriber in run_log.subscribers:
-                subscriber.offer(stored)
+        for subscriber in run_log.subscribers:  # live fan-out first ...
+            subscriber.offer(fresh)
         self.writer.put(fresh, epoch)  # ... the durable write right behind
         STATS.events_appended += len(fresh)
         return run_log.next_seq - 1

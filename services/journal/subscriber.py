@@ -49,15 +49,16 @@ class Subscriber:
         self.lost = False  # the live source failed: read the log until it is back
         self._wake = asyncio.Event()
 
-    def offer(self, event: StoredEvent) -> None:
+    def offer(self, events: list[StoredEvent]) -> None:
+        """Consecutive events, as one batch (a whole append fans out at once)."""
         if self.overflowed:
             return  # dropping until the reader catches up from the log
-        if len(self.buffer) >= self.capacity:
+        if len(self.buffer) + len(events) > self.capacity:
             STATS.subscriber_overflows += 1
             self.overflowed = True
             self.buffer.clear()
         else:
-            self.buffer.append(event)
+            self.buffer.extend(events)
         self._wake.set()
 
     def end(self) -> None:

@@ -31,13 +31,16 @@ class Durability:
     def settled(self) -> bool:
         return self.durable >= self.enqueued
 
-    def stored(self, seq: int) -> None:
-        if seq <= self.durable:
+    def stored(self, first: int, last: int) -> None:
+        """Numbers `first`..`last` are stored."""
+        if first > self.durable + 1:  # a hole below them: wait for it
+            self.above.update(range(first, last + 1))
             return
-        self.above.add(seq)
+        self.durable = max(self.durable, last)
         while self.durable + 1 in self.above:
             self.durable += 1
-            self.above.discard(self.durable)
+        if self.above:
+            self.above = {seq for seq in self.above if seq > self.durable}
 
 
 class WriteBehind:
@@ -46,7 +49,8 @@ class WriteBehind:
         self.batch_max = batch_max
         self.retry_seconds = retry_seconds
         self.runs: dict[str, Durability] = {}
-        self._pending: asyncio.Queue[StoredEvent] = asyncio.Queue()
+        # One entry per append: consecutive events of one run.
+        self._pending: asyncio.Queue[list[StoredEvent]] = asyncio.Queue()
         self._durable = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
@@ -74,8 +78,7 @@ class WriteBehind:
             durability.durable = max(durability.durable, events[0].seq - 1)
         durability.epoch = max(durability.epoch, epoch)
         durability.enqueued = max(durability.enqueued, events[-1].seq)
-        for event in events:
-            self._pending.put_nowait(event)
+        self._pending.put_nowait(events)
 
     async def wait_durable(self, run_id: str) -> int:
         """Wait until every event this process queued for the run is stored; returns
@@ -100,35 +103,38 @@ class WriteBehind:
 
     async def _write_forever(self) -> None:
         while True:
-            batch = [await self._pending.get()]
-            while len(batch) < self.batch_max and not self._pending.empty():
-                batch.append(self._pending.get_nowait())
-            batch = [event for event in batch if not self._dropped(event.run_id)]
-            if batch:
-                await self._write(batch)
+            appends = [await self._pending.get()]
+            size = len(appends[0])
+            while size < self.batch_max and not self._pending.empty():
+                appends.append(self._pending.get_nowait())
+                size += len(appends[-1])
+            appends = [events for events in appends if not self._dropped(events[0].run_id)]
+            if appends:
+                await self._write(appends)
 
     def _dropped(self, run_id: str) -> bool:
         durability = self.runs.get(run_id)
         return durability is None or durability.dropped
 
-    async def _write(self, batch: list[StoredEvent]) -> None:
+    async def _write(self, appends: list[list[StoredEvent]]) -> None:
         opened: dict[str, int] = {}
-        for event in batch:
-            durability = self.runs[event.run_id]
+        for events in appends:
+            durability = self.runs[events[0].run_id]
             if not durability.head_stored:
-                opened[event.run_id] = durability.epoch
+                opened[events[0].run_id] = durability.epoch
+        batch = [event for events in appends for event in events]
         try:
             await self.store.write(batch, opened)
         except Exception:
             log.exception("journal write failed for %d events; retrying", len(batch))
-            for event in batch:
-                self._pending.put_nowait(event)
+            for events in appends:
+                self._pending.put_nowait(events)
             await asyncio.sleep(self.retry_seconds)
             return
         STATS.events_stored += len(batch)
         async with self._durable:
             for run_id in opened:
                 self.runs[run_id].head_stored = True
-            for event in batch:
-                self.runs[event.run_id].stored(event.seq)
+            for events in appends:
+                self.runs[events[0].run_id].stored(events[0].seq, events[-1].seq)
             self._durable.notify_all()
