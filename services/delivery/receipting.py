@@ -23,9 +23,14 @@ async def owed_webhooks(
     targets: list[tuple[str, str]] = []
     if request.webhook:
         targets.append((request.webhook, "run"))
-    for scope, scope_id in (("thread", request.thread_id), ("assistant", request.assistant_id)):
-        if scope_id:
-            targets.extend((s.url, scope) for s in await outbox.subscriptions(scope, scope_id))
+    scopes = [
+        (scope, scope_id)
+        for scope, scope_id in (("thread", request.thread_id), ("assistant", request.assistant_id))
+        if scope_id
+    ]
+    found = await asyncio.gather(*(outbox.subscriptions(scope, sid) for scope, sid in scopes))
+    for (scope, _), subscriptions in zip(scopes, found, strict=True):
+        targets.extend((s.url, scope) for s in subscriptions)
     seen: set[str] = set()
     owed = []
     for url, source in targets:
@@ -43,8 +48,13 @@ async def write_receipt(
 ) -> tuple[ReceiptRecord, int]:
     """The stored receipt, and how many webhooks it holds in the outbox."""
     outcome = codec.RUN_STATUS_NAMES.get(request.outcome, "error")
-    before = await store.first_snapshot(request.run_id) or []
-    after = await asyncio.to_thread(snapshot, thread_root(settings, request.thread_id))
+    # Three independent reads at once: they are the whole wait before the write.
+    before, after, owed = await asyncio.gather(
+        store.first_snapshot(request.run_id),
+        asyncio.to_thread(snapshot, thread_root(settings, request.thread_id)),
+        owed_webhooks(request, outbox),
+    )
+    before = before or []
     changed = changes(before, after)
     verdict = judge(
         RunEnding(
@@ -75,6 +85,5 @@ async def write_receipt(
         usage=codec.loads(request.usage_json, {}),
         created_at=codec.now_utc(),
     )
-    owed = await owed_webhooks(request, outbox)
     await store.write(record, owed, request.values_json or b"null")
     return record, len(owed)
