@@ -34,9 +34,10 @@ from services.runner.frames import FrameEncoder, error_event, metadata_event, re
 from services.runner.graphs import GraphRegistry
 from services.runner.journal_link import JournalLink
 from services.runner.journal_sink import JournalSink
+from services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
 from services.runner.owned_store import OwnedStore
 from services.runner.record_sink import RecordSink
-from services.runner.run_journal import RunJournal, delivery_record, with_journal
+from services.runner.run_journal import RunJournal, delivery_record, with_callbacks
 from services.runner.stats import STATS
 from services.runner.store import RunnerStore
 from services.runner.token_ledger import token_count_proto
@@ -51,7 +52,6 @@ from waybill.v1 import (
 
 log = logging.getLogger("waybill.runner")
 
-TURN_EVERY_SECONDS = 0.0005  # how long a burst of frames may hold the event loop
 CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call finished."
 
 
@@ -420,7 +420,7 @@ class RunExecution:
         graph_input = await self._start_input(graph)
         config = self.config
         if self.run_journal is not None:
-            config = with_journal(config, self.run_journal)
+            config = with_callbacks(config, self.run_journal, LoopTurns())
         if encoder.events:
             events = graph.astream_events(graph_input, config, version="v2", **options)
             async for event in events:

@@ -263,14 +263,15 @@ def note_middleware(config: RunnableConfig, name: str, decision: dict[str, Any] 
         journal.sink.emit("middleware", {"middleware": name, "node": node, **decision})
 
 
-def with_journal(config: RunnableConfig, journal: RunJournal) -> RunnableConfig:
-    """The run's config with its journal among the callbacks."""
+def with_callbacks(config: RunnableConfig, *handlers: BaseCallbackHandler) -> RunnableConfig:
+    """The run's config with `handlers` (its journal, ...) among the callbacks."""
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):
         manager = callbacks.copy()
-        manager.add_handler(journal, inherit=True)
+        for handler in handlers:
+            manager.add_handler(handler, inherit=True)
         return {**config, "callbacks": manager}
-    return {**config, "callbacks": [*(callbacks or []), journal]}
+    return {**config, "callbacks": [*(callbacks or []), *handlers]}
 
 
 def delivery_record(status: str, stop_reason: str, snapshot: StateSnapshot) -> dict[str, Any]:
