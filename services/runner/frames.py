@@ -61,6 +61,8 @@ class FrameEncoder:
         self.events = "events" in names
         self.modes = set(requested_modes(stream_mode))
         self._so_far: dict[str, Any] = {}
+        self._metadata: Any = None
+        self._metadata_bytes = b"null"
 
     def encode_event(self, event: dict[str, Any], subgraphs: bool) -> list[tuple[str, bytes]]:
         """One `astream_events` event: sent as `events`; the root graph's stream
@@ -79,10 +81,17 @@ class FrameEncoder:
         message, metadata = data
         frames = []
         if self.tuples:
-            frames.append((event_name("messages", namespace), codec.dumps([message, metadata])))
+            pair = b"[" + codec.dumps(message) + b"," + self._metadata_json(metadata) + b"]"
+            frames.append((event_name("messages", namespace), pair))
         if self.accumulated:
             frames.extend(self._accumulate(message, metadata, namespace))
         return frames
+
+    def _metadata_json(self, metadata: Any) -> bytes:
+        """Every token of one model call carries the same metadata dict: encode it once."""
+        if metadata is not self._metadata:
+            self._metadata, self._metadata_bytes = metadata, codec.dumps(metadata)
+        return self._metadata_bytes
 
     def _accumulate(
         self, message: Any, metadata: Any, namespace: tuple[str, ...]
