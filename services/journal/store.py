@@ -164,19 +164,21 @@ class JournalStore:
                     [(e.run_id, e.seq, e.event, e.data, stamp) for e in events],
                 )
 
-    async def mark_closed(self, run_id: str, epoch: int) -> None:
-        """Close the run's log (opening it first if no event was ever stored)."""
+    async def mark_closed(self, run_id: str, epoch: int) -> bool:
+        """Close the run's log (opening it first if no event was ever stored).
+        False when it was closed already: its end time stays the first close's."""
         async with self.engine.begin() as conn:
             await conn.execute(
                 self.dialect_insert(run_logs)
                 .values(run_id=run_id, epoch=epoch, closed_at=None)
                 .on_conflict_do_nothing()
             )
-            await conn.execute(
+            closed = await conn.execute(
                 update(run_logs)
-                .where(run_logs.c.run_id == run_id)
+                .where(run_logs.c.run_id == run_id, run_logs.c.closed_at.is_(None))
                 .values(closed_at=codec.now_utc(), epoch=epoch)
             )
+        return bool(closed.rowcount)
 
     async def forget(self, run_ids: list[str]) -> int:
         """Delete the runs' events and logs and remember them as forgotten.
