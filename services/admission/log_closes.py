@@ -99,16 +99,20 @@ class LogCloser:
         self,
         store: LogCloseStore,
         journal_addr: str,
+        grace_seconds: float,
         retry_seconds: float,
         rpc_timeout: float,
     ) -> None:
         self.store = store
+        self.grace_seconds = grace_seconds
         self.retry_seconds = retry_seconds
         self.rpc_timeout = rpc_timeout
         self.channel = grpc.aio.insecure_channel(journal_addr)
         self.journal = journal_pb2_grpc.JournalStub(self.channel)
         self._wake = asyncio.Event()
-        self._timed = False  # asleep with a timer: a row is due at or before any new one
+        # When the sleeping loop wakes by itself (event-loop time); None: it sleeps
+        # until woken, or is in a pass (it reads the rows due after that anyway).
+        self._sleeping_until: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -122,9 +126,10 @@ class LogCloser:
         await self.channel.close()
 
     def owed(self) -> None:
-        """A terminal write was committed (here or elsewhere). Its row is due after
-        every row already waiting, so only a closer without a timer needs waking."""
-        if not self._timed:
+        """A terminal write was committed (here or elsewhere): its row is due after
+        the grace. Woken only when the loop would not wake by then anyway."""
+        due = asyncio.get_running_loop().time() + self.grace_seconds
+        if self._sleeping_until is None or self._sleeping_until > due:
             self._wake.set()
 
     async def _close_forever(self) -> None:
@@ -135,10 +140,11 @@ class LogCloser:
             except Exception:
                 log.exception("closing ended runs' logs failed; trying again shortly")
                 timeout = self.retry_seconds
-            self._timed = timeout is not None
+            now = asyncio.get_running_loop().time()
+            self._sleeping_until = None if timeout is None else now + timeout
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            self._timed = False
+            self._sleeping_until = None
             self._wake.clear()
 
     async def close_due(self) -> None:

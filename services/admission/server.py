@@ -535,6 +535,7 @@ async def main() -> None:
     log_closer = LogCloser(
         LogCloseStore(store.engine),
         settings.journal_addr,
+        settings.log_close_grace_seconds,
         settings.log_close_retry_seconds,
         settings.rpc_timeout_seconds,
     )

@@ -186,6 +186,8 @@ class RedisJournalHub:
             raise busy(f"run {run_id}: epoch {epoch} is stale")
         if status == "forgotten":
             return False
+        if status == "again" and await self.store.is_closed(run_id):
+            return False  # closed before (the runner, then admission making sure)
         await self.flush(run_id)
         if await self.store.gone(run_id) is not None:
             return False  # deleted (after its run ended) before its runner closed it

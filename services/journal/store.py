@@ -217,6 +217,11 @@ class JournalStore:
         next_seq = -1 if highest is None else int(highest)
         return LogHead(epoch=row.epoch, closed=row.closed_at is not None, next_seq=next_seq + 1)
 
+    async def is_closed(self, run_id: str) -> bool:
+        async with self.engine.connect() as conn:
+            query = select(run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
+            return (await conn.execute(query)).scalar() is not None
+
     async def page(self, run_id: str, from_seq: int, limit: int) -> SqlPage:
         """Up to `limit` events from `from_seq`, and whether they end a closed log."""
         async with self.engine.connect() as conn:
