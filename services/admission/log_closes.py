@@ -111,7 +111,7 @@ class LogCloser:
         self.journal = journal_pb2_grpc.JournalStub(self.channel)
         self._wake = asyncio.Event()
         # When the sleeping loop wakes by itself (event-loop time); None: it sleeps
-        # until woken, or is in a pass (it reads the rows due after that anyway).
+        # until woken, or is in a pass (a wake then costs one more pass).
         self._sleeping_until: float | None = None
         self._task: asyncio.Task[None] | None = None
 
