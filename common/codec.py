@@ -64,6 +64,11 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+def aware_utc(moment: datetime) -> datetime:
+    """A stored time with its zone: SQLite hands times back without one; they are UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def iso(moment: datetime | None) -> str:
     if moment is None:
         return ""

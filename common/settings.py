@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     lease_renew_seconds: float | None = None  # default: a third of the lease
     max_attempts: int = 3  # takeovers after lost leases, then the run ends `error`
     run_timeout_seconds: float = 3600.0  # a run still going after this ends `timeout`
+    # An ended run's runner closes its journal log at once; if it has not (it died
+    # right after its terminal write), admission closes it this long after the end,
+    # retrying every log_close_retry_seconds while the journal cannot be reached.
+    log_close_grace_seconds: float = 10.0
+    log_close_retry_seconds: float = 5.0
     reconnect_seconds: float = 0.5  # runner -> admission work stream retry delay
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -12,13 +11,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from common.launch import Stack
-from tests.stacks import (
-    SHARED_REDIS,
-    drop_redis_keys,
-    fresh_postgres_database,
-    running_stack,
-    stack_env,
-)
+from tests.stacks import stack_in_mode
 
 MODES = ["sqlite", "postgres"]
 
@@ -29,21 +22,8 @@ def stack(
 ) -> Iterator[Stack]:
     """The five services as real processes: embedded (SQLite, in-memory fan-out),
     or scaled (Postgres, and Redis for the journal's fan-out)."""
-    data_dir = tmp_path_factory.mktemp(f"stack-{request.param}")
-    if request.param == "postgres":
-        redis = {
-            "WAYBILL_REDIS_URL": SHARED_REDIS,
-            "WAYBILL_JOURNAL_REDIS_PREFIX": f"test-{uuid.uuid4().hex[:12]}",
-        }
-        with (
-            fresh_postgres_database() as url,
-            running_stack(stack_env(data_dir, url, **redis), data_dir) as s,
-        ):
-            yield s
-        drop_redis_keys(SHARED_REDIS, redis["WAYBILL_JOURNAL_REDIS_PREFIX"])
-    else:
-        with running_stack(stack_env(data_dir), data_dir) as s:
-            yield s
+    with stack_in_mode(request.param, tmp_path_factory.mktemp(f"stack-{request.param}")) as s:
+        yield s
 
 
 @pytest.fixture

@@ -148,6 +148,26 @@ def running_stack(env: dict[str, str], log_dir: Path) -> Iterator[Stack]:
         stack.stop()
 
 
+@contextmanager
+def stack_in_mode(mode: str, data_dir: Path, **extra: str) -> Iterator[Stack]:
+    """The five services as real processes: "sqlite" (embedded: SQLite, in-memory
+    fan-out) or "postgres" (a fresh database, and Redis for the journal's fan-out)."""
+    if mode == "sqlite":
+        with running_stack(stack_env(data_dir, **extra), data_dir) as stack:
+            yield stack
+        return
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    redis_env = {"WAYBILL_REDIS_URL": SHARED_REDIS, "WAYBILL_JOURNAL_REDIS_PREFIX": prefix}
+    try:
+        with (
+            fresh_postgres_database() as url,
+            running_stack(stack_env(data_dir, url, **redis_env, **extra), data_dir) as stack,
+        ):
+            yield stack
+    finally:
+        drop_redis_keys(SHARED_REDIS, prefix)
+
+
 def runner_stats(address: str) -> dict[str, int]:
     """The counters a runner process keeps (runs started, models built, stale writes...)."""
     with grpc.insecure_channel(address) as channel:

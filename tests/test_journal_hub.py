@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from common.sql import create_engine
 from services.journal.hub import END, HubConfig, JournalHub
 from services.journal.redis_hub import RedisConfig, RedisJournalHub
 from services.journal.stats import STATS
-from services.journal.store import SQLITE_ROWS_PER_INSERT, JournalStore, StoredEvent
+from services.journal.store import SQLITE_ROWS_PER_INSERT, JournalStore, StoredEvent, run_logs
 from tests.stacks import SHARED_REDIS
 
 
@@ -68,6 +69,27 @@ async def test_a_batch_larger_than_one_sqlite_insert_is_stored_whole(tmp_path: P
     await store.engine.dispose()
     assert stored is not None
     assert [(e.seq, e.data) for e in stored.events] == [(e.seq, e.data) for e in events]
+
+
+async def test_a_second_close_changes_nothing_and_says_so(hub: JournalHub) -> None:
+    """The runner closes a run's log; admission closes it again after a grace."""
+    run_id = str(uuid.uuid4())
+    await hub.append(run_id, 1, [("metadata", b"{}")])
+    assert await hub.close(run_id, 1) is True
+    first_end = await closed_at(hub.store, run_id)
+    assert await hub.close(run_id, 1) is False
+    await asyncio.sleep(0.2)  # evicted: the second close now finds it closed in SQL
+    assert run_id not in hub.logs
+    assert await hub.close(run_id, 1) is False
+    assert await closed_at(hub.store, run_id) == first_end  # retention counts from the end
+    # A log nobody opened (a run that ended before its first event) is closed too.
+    assert await hub.close(str(uuid.uuid4()), 1) is True
+
+
+async def closed_at(store: JournalStore, run_id: str) -> object:
+    async with store.engine.connect() as conn:
+        query = select(run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
+        return (await conn.execute(query)).scalar()
 
 
 async def test_a_stale_epoch_cannot_append(hub: JournalHub) -> None:
@@ -157,6 +179,22 @@ async def test_replicas_number_one_log_and_serve_it_live(
     await one.redis_log.delete([run_id])
     replayed = await collect(one.subscribe(run_id, from_seq=2, live_only=False))
     assert [(e.seq, e.data) for e in replayed] == [(2, b"2"), (3, b"3")]
+
+
+async def test_a_second_close_through_another_replica_says_it_was_closed(
+    replicas: tuple[RedisJournalHub, RedisJournalHub],
+) -> None:
+    one, two = replicas
+    run_id = str(uuid.uuid4())
+    reader = asyncio.create_task(collect(two.subscribe(run_id, from_seq=0, live_only=False)))
+    await one.append(run_id, 1, [("metadata", b"{}")])
+    assert await one.close(run_id, 1) is True
+    assert [e.seq for e in await asyncio.wait_for(reader, timeout=5)] == [0]
+    first_end = await closed_at(two.store, run_id)
+    assert await two.close(run_id, 1) is False
+    assert await closed_at(two.store, run_id) == first_end
+    with pytest.raises(Exception, match="closed"):
+        await two.append(run_id, 1, [("values", b"late")])
 
 
 async def test_numbering_survives_redis_losing_its_state(

@@ -186,10 +186,13 @@ async def test_soak(scaled: ScaledStack) -> None:
             tally.problems.append(f"replay of {run} differs from its live stream")
     takeovers = scaled.total("admission", "waybill_lease_takeovers_total")
     stale = scaled.total("admission", 'waybill_stale_epoch_writes_refused_total{write="finish"}')
+    # Logs whose runner was killed between its run's end and its close: admission closed them.
+    orphaned = scaled.total("admission", 'waybill_log_closes_total{found="open"}')
     print(
         f"\nsoak: {elapsed:.0f}s, {WORKERS} clients, {len(tally.runs)} runs "
         f"({len(rows)} in the database), {tally.kills} runner kills, {takeovers:.0f} takeovers, "
-        f"{stale:.0f} stale finishes refused, {len(tally.streams)} streams / {tally.events} events "
+        f"{stale:.0f} stale finishes refused, {orphaned:.0f} logs closed for a killed runner, "
+        f"{len(tally.streams)} streams / {tally.events} events "
         f"checked, terminal writes {terminal_writes:.0f}\n"
         f"soak outcomes: {dict(sorted(tally.outcomes.items()))}\n"
         f"soak: lost {len(lost)}, stuck {stuck}, problems {len(tally.problems)}"

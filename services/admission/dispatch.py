@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from common import codec
 from services.admission import metrics
@@ -172,7 +171,7 @@ class RunnerPool:
     async def _seconds_to_next_timer(self) -> float | None:
         """Seconds until the next lease expiry or delayed start; None: neither waits."""
         moments = [await self.store.next_lease_expiry(), await self.store.next_delayed_start()]
-        due = [_aware(moment) for moment in moments if moment is not None]
+        due = [codec.aware_utc(moment) for moment in moments if moment is not None]
         if not due:
             return None
         return max(0.05, (min(due) - codec.now_utc()).total_seconds() + 0.05)
@@ -196,12 +195,7 @@ def _count_claim(run: RunRecord, start_now: bool) -> None:
     if run.attempt > 1:
         metrics.LEASE_TAKEOVERS.inc()
     else:
-        waited = (codec.now_utc() - _aware(run.created_at)).total_seconds()
+        waited = (codec.now_utc() - codec.aware_utc(run.created_at)).total_seconds()
         metrics.QUEUE_WAIT.observe(max(waited, 0.0))
     if start_now:
         metrics.RUNS_STARTED.inc()
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands times back without a zone; they are UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=codec.now_utc().tzinfo)

@@ -33,6 +33,12 @@ STALE_EPOCH_REFUSED = Counter(
     "Writes carrying an old epoch, refused by admission (begin, finish).",
     ["write"],
 )
+LOG_CLOSES = Counter(
+    "waybill_log_closes",
+    "Ended runs' journal logs closed by admission after the grace, by what it found: "
+    "`open` (the runner never closed it) or `closed` (the runner had).",
+    ["found"],
+)
 TOKENS = Counter(
     "waybill_tokens", "Tokens used by finished runs, by model and kind.", ["model", "kind"]
 )

@@ -26,6 +26,7 @@ from services.admission.cron_rpcs import CronRpcs
 from services.admission.cron_store import CronStore
 from services.admission.dispatch import RunnerConnection, RunnerPool
 from services.admission.idempotency import IdempotencyKey, KeyedRun, key_for, replayed_run_id
+from services.admission.log_closes import LogCloser, LogCloseStore
 from services.admission.policy import (
     SECRETS_KEY,
     admitted_kwargs,
@@ -106,9 +107,15 @@ def _search_query(request: admission_pb2.SearchThreadsRequest) -> ThreadQuery:
 
 class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     def __init__(
-        self, store: AdmissionStore, pool: RunnerPool, facts: RunnerFacts, settings: Settings
+        self,
+        store: AdmissionStore,
+        pool: RunnerPool,
+        facts: RunnerFacts,
+        settings: Settings,
+        log_closer: LogCloser,
     ) -> None:
         self.store = store
+        self.log_closer = log_closer
         self.cron_store = CronStore(store.engine)
         self.clock = clock_for(settings.cron_clock_file)
         self.scheduler: Scheduler | None = None  # set by main(); woken by cron changes
@@ -439,6 +446,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             )
         if reason in ("cancelled", "exhausted"):  # ended here: no FinishRun will follow
             self.pool.release_ended(request.run_id)
+            self.log_closer.owed()
         if started:
             metrics.RUNS_STARTED.inc()
         elif reason == "stale":
@@ -503,6 +511,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             accepted = await self.store.finish_run(report)
         if accepted:
             metrics.count_tokens(report.token_counts)
+            self.log_closer.owed()
         else:
             metrics.STALE_EPOCH_REFUSED.labels("finish").inc()
             log.warning("refused stale finish of run %s (epoch %d)", request.run_id, request.epoch)
@@ -517,14 +526,24 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
-    store = AdmissionStore(settings.engine(settings.sqlalchemy_url("admission")))
+    store = AdmissionStore(
+        settings.engine(settings.sqlalchemy_url("admission")), settings.log_close_grace_seconds
+    )
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
     pool.start()
+    log_closer = LogCloser(
+        LogCloseStore(store.engine),
+        settings.journal_addr,
+        settings.log_close_grace_seconds,
+        settings.log_close_retry_seconds,
+        settings.rpc_timeout_seconds,
+    )
+    log_closer.start()
     facts = RunnerFacts(
         settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
     )
-    servicer = AdmissionServicer(store, pool, facts, settings)
+    servicer = AdmissionServicer(store, pool, facts, settings, log_closer)
     await servicer.assistants.start()
     removal = ThreadRemoval(store, settings)
     scheduler = Scheduler(
@@ -541,8 +560,13 @@ async def main() -> None:
     scheduler.start()
     listener = None
     if settings.database_url:  # other admission replicas may commit work (or crons) for us
+
+        def woken() -> None:
+            pool.wake()
+            log_closer.owed()
+
         listener = WakeupListener(
-            settings.database_url, pool.wake, pool.send_cancel, on_crons=scheduler.wake
+            settings.database_url, woken, pool.send_cancel, on_crons=scheduler.wake
         )
         listener.start()
     register(ScrapedGauge(asyncio.get_running_loop(), store.queue_depth, metrics.QUEUE_DOCS))
@@ -552,6 +576,7 @@ async def main() -> None:
             await listener.stop()
         await scheduler.stop()
         await pool.stop()
+        await log_closer.stop()
         await facts.close()
         await removal.close()
 

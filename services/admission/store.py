@@ -30,6 +30,7 @@ from common.errors import busy, conflict, not_found
 from common.sql import migrate
 from common.usage import TokenCount, summarize
 from services.admission.idempotency import IdempotencyKey, KeyedRun
+from services.admission.log_closes import owe_close
 from services.admission.metrics import RUNS_FINISHED
 from services.admission.records import (
     ACTIVE_STATUSES,
@@ -98,8 +99,9 @@ def _run(row: Row[Any]) -> RunRecord:
 
 
 class AdmissionStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, log_close_grace: float = 10.0) -> None:
         self.engine = engine
+        self.log_close_grace = log_close_grace  # see log_closes.py
         self.is_postgres = engine.dialect.name == "postgresql"
         if not self.is_postgres:
             install_sqlite_json_contains(engine)
@@ -650,7 +652,6 @@ class AdmissionStore:
             await self._record_usage(conn, row, report.token_counts)
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
-            await notify(conn, wake_payload())  # the thread's next run may start
         return True
 
     async def _record_usage(
@@ -697,6 +698,10 @@ class AdmissionStore:
             log.warning("run %s: ended concurrently; %s not written", row.run_id, status)
             return False
         RUNS_FINISHED.labels(status).inc()
+        # Its log must be closed even if its runner dies before closing it (log_closes.py).
+        await owe_close(conn, row.run_id, row.epoch, self.log_close_grace)
+        # Every replica: the thread's next run may start, and the closer has a row.
+        await notify(conn, wake_payload())
         if row.status == "pending":
             return True  # it never ran: the thread's state and status are not its to change
         thread_values: dict[str, Any] = {

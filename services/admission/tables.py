@@ -164,3 +164,15 @@ cron_firings = Table(
     # on_run_completed=delete: "pending" until the ended run's thread is deleted, then "done".
     Column("thread_cleanup", String(8)),
 )
+
+# Journal logs admission still owes a close: one row per terminal write, in the
+# same transaction. The runner that ended the run normally closes the log at once;
+# admission closes it anyway once `close_at` has passed (log_closes.py), and the
+# row goes. `close_at` moves on while the journal cannot be reached.
+log_closes = Table(
+    "log_closes",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("close_at", DateTime(timezone=True), nullable=False, index=True),
+)

@@ -230,21 +230,29 @@ class JournalHub:
         await self.writer.wait_durable(run_id)
         return run_log.next_seq - 1
 
-    async def close(self, run_id: str, epoch: int) -> None:
+    async def close(self, run_id: str, epoch: int) -> bool:
+        """Close the run's log; False when it was closed already (or deleted)."""
         run_log = await self.open(run_id)
         if run_log.gone is not None:
-            return  # deleted (after its run ended) before its runner closed it
+            return False  # deleted (after its run ended) before its runner closed it
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
+        if run_log.closed:
+            return False  # its runner closed it, and admission makes sure (a second close)
         await self.flush(run_id)
+        if run_log.closed:
+            return False  # a concurrent close got there first, during the flush
         # Live readers learn first and SQL right behind, as with Redis: every event
         # is already stored, and the close is answered only once SQL has it too.
         run_log.closed = True
         run_log.end_subscribers()
         try:
-            await self.store.mark_closed(run_id, epoch)
-        finally:
-            self._evict_later(run_log)
+            closed = await self.store.mark_closed(run_id, epoch)
+        except BaseException:
+            run_log.closed = False  # SQL is the truth: a close tried again writes it
+            raise
+        self._evict_later(run_log)
+        return closed
 
     def _evict_later(self, run_log: RunLog) -> None:
         def evict() -> None:

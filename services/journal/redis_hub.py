@@ -170,7 +170,9 @@ class RedisJournalHub:
         log.warning("run %s: copied events 0..%d from Redis to SQL", run_id, next_seq - 1)
         return True
 
-    async def close(self, run_id: str, epoch: int) -> None:
+    async def close(self, run_id: str, epoch: int) -> bool:
+        """Close the run's log; False when SQL had it closed already (or deleted).
+        Redis is told again either way (a close whose Redis half never came)."""
         keep = min(self.redis.ttl_seconds, self.config.retention_seconds)
         try:
             status = await self._retrying(
@@ -183,12 +185,15 @@ class RedisJournalHub:
         if status == "stale":
             raise busy(f"run {run_id}: epoch {epoch} is stale")
         if status == "forgotten":
-            return
+            return False
+        if status == "again" and await self.store.is_closed(run_id):
+            return False  # closed before (the runner, then admission making sure)
         await self.flush(run_id)
         if await self.store.gone(run_id) is not None:
-            return  # deleted (after its run ended) before its runner closed it
-        await self.store.mark_closed(run_id, epoch)
+            return False  # deleted (after its run ended) before its runner closed it
+        closed = await self.store.mark_closed(run_id, epoch)
         self._idle(run_id)
+        return closed
 
     async def _close_in_redis_later(self, run_id: str, epoch: int, keep: float) -> None:
         while True:

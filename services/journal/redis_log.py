@@ -70,10 +70,10 @@ return 1
 """
 
 # ARGV: epoch, milliseconds to keep the keys. Refuses later appends, adds the end
-# marker, and lets both keys expire.
+# marker, and lets both keys expire. 'again' when it was closed already.
 CLOSE = """
 local meta, stream = KEYS[1], KEYS[2]
-local m = redis.call('HMGET', meta, 'epoch', 'forgotten')
+local m = redis.call('HMGET', meta, 'epoch', 'forgotten', 'closed')
 if m[2] == '1' then return 'forgotten' end
 if m[1] and tonumber(ARGV[1]) < tonumber(m[1]) then return 'stale' end
 redis.call('HSET', meta, 'closed', '1', 'epoch', ARGV[1])
@@ -81,6 +81,7 @@ local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #last == 0 or last[1][1] ~= '1-0' then redis.call('XADD', stream, '1-0', 'end', 'closed') end
 redis.call('PEXPIRE', meta, ARGV[2])
 redis.call('PEXPIRE', stream, ARGV[2])
+if m[3] == '1' then return 'again' end
 return 'ok'
 """
 

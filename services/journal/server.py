@@ -79,8 +79,8 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
     @translate_errors
     async def Close(self, request, context):  # type: ignore[no-untyped-def]
         with run_span("journal.close", request.run_id):
-            await self.hub.close(request.run_id, request.epoch)
-        return journal_pb2.CloseResponse()
+            closed = await self.hub.close(request.run_id, request.epoch)
+        return journal_pb2.CloseResponse(closed=closed)
 
     @translate_errors
     async def Forget(self, request, context):  # type: ignore[no-untyped-def]

@@ -193,19 +193,21 @@ class JournalStore:
             else:
                 await insert_events_sqlite(conn, events, now)
 
-    async def mark_closed(self, run_id: str, epoch: int) -> None:
-        """Close the run's log (opening it first if no event was ever stored)."""
+    async def mark_closed(self, run_id: str, epoch: int) -> bool:
+        """Close the run's log (opening it first if no event was ever stored).
+        False when it was closed already: its end time stays the first close's."""
         async with self.engine.begin() as conn:
             await conn.execute(
                 self.dialect_insert(run_logs)
                 .values(run_id=run_id, epoch=epoch, closed_at=None)
                 .on_conflict_do_nothing()
             )
-            await conn.execute(
+            closed = await conn.execute(
                 update(run_logs)
-                .where(run_logs.c.run_id == run_id)
+                .where(run_logs.c.run_id == run_id, run_logs.c.closed_at.is_(None))
                 .values(closed_at=codec.now_utc(), epoch=epoch)
             )
+        return bool(closed.rowcount)
 
     async def forget(self, run_ids: list[str]) -> int:
         """Delete the runs' events and logs and remember them as forgotten.
@@ -243,6 +245,11 @@ class JournalStore:
             highest = (await conn.execute(top)).scalar()
         next_seq = -1 if highest is None else int(highest)
         return LogHead(epoch=row.epoch, closed=row.closed_at is not None, next_seq=next_seq + 1)
+
+    async def is_closed(self, run_id: str) -> bool:
+        async with self.engine.connect() as conn:
+            query = select(run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
+            return (await conn.execute(query)).scalar() is not None
 
     async def page(self, run_id: str, from_seq: int, limit: int) -> SqlPage:
         """Up to `limit` events from `from_seq`, and whether they end a closed log."""

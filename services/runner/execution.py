@@ -348,6 +348,8 @@ class RunExecution:
             # Not fenced: admission accepted our terminal write, so no newer epoch can
             # exist; a renewal refused meanwhile (the run is no longer active) must not
             # leave the log open and its readers waiting. The journal still checks the epoch.
+            # Should we die before this close, admission closes the log after a grace
+            # (services/admission/log_closes.py).
             if receipt.webhooks_held:  # released while the streams are closed
                 await asyncio.gather(
                     self._confirm_finished(), self.sink.close(after_terminal_write=True)
@@ -601,6 +603,7 @@ class RunExecution:
         else:
             thread_status = ""
         self.fence.check("terminal status")
+        STATS.finishes_requested += 1
         reply = await self.peers.admission.FinishRun(
             admission_pb2.RunFinished(
                 run_id=self.run.run_id,

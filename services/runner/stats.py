@@ -16,6 +16,7 @@ class RunnerStats:
     stale_writes_refused: int = 0  # every write a fenced run attempted, checkpoints included
     stale_checkpoint_writes_refused: int = 0
     receipts_requested: int = 0  # WriteReceipt calls made (tests time faults by it)
+    finishes_requested: int = 0  # FinishRun calls made by runs (likewise)
     confirmations_failed: int = 0  # ConfirmFinished calls that failed (delivery settles those)
 
     def as_dict(self) -> dict[str, int]:

@@ -77,8 +77,10 @@ class CloseRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class CloseResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("closed",)
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    closed: bool
+    def __init__(self, closed: _Optional[bool] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("run_id", "from_seq", "live_only")

@@ -109,7 +109,9 @@ class JournalServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Close(self, request, context):
-        """Mark the run's log complete: live subscribers get the end marker.
+        """Mark the run's log complete: live subscribers get the end marker. Closing a
+        closed log again (same epoch) changes nothing: the runner that ended the run
+        closes it, and admission closes it again a little later in case it did not.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
