@@ -26,6 +26,7 @@ log = logging.getLogger("waybill.admission.dispatch")
 
 Outbox = asyncio.Queue[admission_pb2.WorkAssignment | None]
 BUSY = -1.0  # the dispatch loop is in a pass (see RunnerPool._sleeping_until)
+TIMER_MARGIN_SECONDS = 0.05  # the loop wakes this long after a lease expires or a run is due
 
 
 @dataclass
@@ -50,6 +51,7 @@ class RunnerPool:
         # When the sleeping loop wakes by itself (event-loop time); None: it sleeps
         # until woken; BUSY: it is in a pass and has not chosen its timer yet.
         self._sleeping_until: float | None = BUSY
+        self._alarm: asyncio.TimerHandle | None = None  # wakes the sleeping loop earlier
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -58,6 +60,8 @@ class RunnerPool:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._alarm is not None:
+            self._alarm.cancel()
         for runner in self.runners.values():
             runner.outbox.put_nowait(None)
 
@@ -65,13 +69,21 @@ class RunnerPool:
         self._wake.set()
 
     def leased_at_admit(self) -> None:
-        """A run was claimed as it was admitted. Nothing new is claimable, and its
-        lease expires after every lease the loop already waits for, so the loop is
-        woken only when it has no timer to wake it before that expiry."""
+        """A run was claimed as it was admitted. Nothing new is claimable: the loop
+        only needs to wake by the lease's expiry. A sleeping loop that would wake
+        later gets an alarm for it (no pass now, on the way to the run's first
+        token); a loop in a pass may have read the timers before this commit, so
+        it is woken to read them again."""
+        loop = asyncio.get_running_loop()
         until = self._sleeping_until
-        expiry = asyncio.get_running_loop().time() + self.lease_seconds
-        if until is None or until == BUSY or until > expiry:
+        expiry = loop.time() + self.lease_seconds
+        if until == BUSY:
             self.wake()
+        elif until is None or until > expiry:
+            if self._alarm is not None:
+                self._alarm.cancel()
+            self._alarm = loop.call_at(expiry + TIMER_MARGIN_SECONDS, self.wake)
+            self._sleeping_until = expiry
 
     # ---- runner connections ----------------------------------------------------
 
@@ -167,6 +179,9 @@ class RunnerPool:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self._sleeping_until = BUSY
             self._wake.clear()
+            if self._alarm is not None:  # the pass reads every timer afresh
+                self._alarm.cancel()
+                self._alarm = None
 
     async def _seconds_to_next_timer(self) -> float | None:
         """Seconds until the next lease expiry or delayed start; None: neither waits."""
@@ -174,7 +189,8 @@ class RunnerPool:
         due = [codec.aware_utc(moment) for moment in moments if moment is not None]
         if not due:
             return None
-        return max(0.05, (min(due) - codec.now_utc()).total_seconds() + 0.05)
+        seconds = (min(due) - codec.now_utc()).total_seconds()
+        return max(TIMER_MARGIN_SECONDS, seconds + TIMER_MARGIN_SECONDS)
 
     async def _dispatch_pending(self) -> None:
         while True:
