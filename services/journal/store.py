@@ -15,9 +15,11 @@ from sqlalchemy import (
     Index,
     LargeBinary,
     MetaData,
+    Select,
     String,
     Table,
     delete,
+    exists,
     func,
     insert,
     select,
@@ -158,11 +160,12 @@ class JournalStore:
     async def load(self, run_id: str) -> StoredLog | None:
         """Everything stored for a run, or None when the journal never saw it."""
         async with self.engine.connect() as conn:
-            gone = await _gone(conn, run_id)
-            if gone is not None:
+            # Tombstones and head in one statement: a new run's log costs one read.
+            state = (await conn.execute(_log_state(run_id))).one()
+            if state.forgotten or state.expired:
+                gone = FORGOTTEN if state.forgotten else EXPIRED
                 return StoredLog(epoch=0, closed=True, events=[], gone=gone)
-            head = (await conn.execute(select(run_logs).where(run_logs.c.run_id == run_id))).first()
-            if head is None:
+            if state.epoch is None:
                 return None
             rows = (
                 await conn.execute(
@@ -172,7 +175,7 @@ class JournalStore:
                 )
             ).all()
         events = [StoredEvent(run_id, row.seq, row.event, bytes(row.data)) for row in rows]
-        return StoredLog(epoch=head.epoch, closed=head.closed_at is not None, events=events)
+        return StoredLog(epoch=state.epoch, closed=state.closed_at is not None, events=events)
 
     async def write(self, events: list[StoredEvent], opened: dict[str, int]) -> None:
         """Insert a batch; `opened` holds runs (with epoch) seen for the first time.
@@ -308,6 +311,18 @@ class JournalStore:
                 [{"run_id": r, "ended_at": at, "expired_at": now} for r, at in ended.items()],
             )
         return list(ended)
+
+
+def _log_state(run_id: str) -> Select[Any]:
+    """One row: whether the run has a tombstone of either kind, and its log's head
+    (epoch None: no head stored)."""
+    head = run_logs.c.run_id == run_id
+    return select(
+        exists().where(forgotten_runs.c.run_id == run_id).label("forgotten"),
+        exists().where(expired_runs.c.run_id == run_id).label("expired"),
+        select(run_logs.c.epoch).where(head).scalar_subquery().label("epoch"),
+        select(run_logs.c.closed_at).where(head).scalar_subquery().label("closed_at"),
+    )
 
 
 async def _gone(conn: AsyncConnection, run_id: str) -> str | None:
