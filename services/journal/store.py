@@ -18,6 +18,7 @@ from sqlalchemy import (
     Select,
     String,
     Table,
+    bindparam,
     delete,
     exists,
     func,
@@ -27,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.elements import BindParameter
 
 from common import codec
 from common.sql import migrate
@@ -161,7 +163,7 @@ class JournalStore:
         """Everything stored for a run, or None when the journal never saw it."""
         async with self.engine.connect() as conn:
             # Tombstones and head in one statement: a new run's log costs one read.
-            state = (await conn.execute(_log_state(run_id))).one()
+            state = (await conn.execute(LOG_STATE, {"run_id": run_id})).one()
             if state.forgotten or state.expired:
                 gone = FORGOTTEN if state.forgotten else EXPIRED
                 return StoredLog(epoch=0, closed=True, events=[], gone=gone)
@@ -313,9 +315,10 @@ class JournalStore:
         return list(ended)
 
 
-def _log_state(run_id: str) -> Select[Any]:
+def _log_state() -> Select[Any]:
     """One row: whether the run has a tombstone of either kind, and its log's head
     (epoch None: no head stored)."""
+    run_id: BindParameter[str] = bindparam("run_id", type_=String)
     head = run_logs.c.run_id == run_id
     return select(
         exists().where(forgotten_runs.c.run_id == run_id).label("forgotten"),
@@ -323,6 +326,10 @@ def _log_state(run_id: str) -> Select[Any]:
         select(run_logs.c.epoch).where(head).scalar_subquery().label("epoch"),
         select(run_logs.c.closed_at).where(head).scalar_subquery().label("closed_at"),
     )
+
+
+# Built once, by `run_id`: building it cost as much as running it.
+LOG_STATE = _log_state()
 
 
 async def _gone(conn: AsyncConnection, run_id: str) -> str | None:
