@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import (
     Select,
     and_,
+    bindparam,
     delete,
     exists,
     func,
@@ -68,6 +69,23 @@ def _thread(row: Row[Any]) -> ThreadRecord:
         interrupts=row.interrupts,
         owner_id=row.owner_id,
     )
+
+
+def _thread_and_activity(lock: bool) -> Select[Any]:
+    columns = [*thread_columns(), has_active_run().label("has_active_run")]
+    query = select(*columns).where(threads.c.thread_id == bindparam("thread_id"))
+    return query.with_for_update(of=threads) if lock else query
+
+
+# A thread with its live status and whether it has an active run, by `thread_id`
+# (locked: True). Built once: building it cost more than running it (it is read
+# twice on the way to a run's first token).
+THREAD_AND_ACTIVITY = {lock: _thread_and_activity(lock) for lock in (False, True)}
+# The admit's writes, their values given at execution (the columns are the keys):
+# a statement built with its values costs more to build and key than to run.
+RUN_INSERT = insert(runs)
+THREAD_INSERT = insert(threads)
+THREAD_STAMP = update(threads).where(threads.c.thread_id == bindparam("stamped_thread_id"))
 
 
 def _owned_by(owner: str | None) -> list[Any]:
@@ -146,14 +164,11 @@ class AdmissionStore:
         return _thread(row) if row else None
 
     async def _thread_to_admit_on(
-        self, conn: AsyncConnection, thread_id: str
+        self, conn: AsyncConnection, thread_id: str, lock: bool = True
     ) -> tuple[ThreadRecord | None, bool]:
         """The thread, locked, and whether it has an active run: one statement."""
-        columns = [*thread_columns(), has_active_run().label("has_active_run")]
-        query = select(*columns).where(threads.c.thread_id == thread_id)
-        if self.is_postgres:
-            query = query.with_for_update(of=threads)
-        row = (await conn.execute(query)).first()
+        query = THREAD_AND_ACTIVITY[lock and self.is_postgres]
+        row = (await conn.execute(query, {"thread_id": thread_id})).first()
         return (_thread(row), bool(row.has_active_run)) if row else (None, False)
 
     async def _owned_thread(
@@ -170,7 +185,7 @@ class AdmissionStore:
     ) -> ThreadRecord | None:
         """The run's thread if `owner` may use it; None when it will be created."""
         async with self.engine.connect() as conn:
-            record = await self._get_thread(conn, thread_id)
+            record, _ = await self._thread_to_admit_on(conn, thread_id, lock=False)
         if record is None and if_not_exists == "create":
             return None
         if record is None or not record.visible_to(owner):
@@ -281,7 +296,7 @@ class AdmissionStore:
             if lease is not None and not thread_busy and _is_due(run):
                 _lease_on_admit(run, lease)
                 leased = True
-            await conn.execute(insert(runs).values(**_run_values(run)))
+            await conn.execute(RUN_INSERT, _run_values(run))
             if key is not None:  # a concurrent twin with the same key fails here
                 await conn.execute(
                     insert(idempotency_keys).values(
@@ -308,23 +323,20 @@ class AdmissionStore:
         stamp = {**run.metadata, "graph_id": run.graph_id, "assistant_id": run.assistant_id}
         now = run.updated_at
         if thread is None:
-            await conn.execute(
-                insert(threads).values(
-                    thread_id=run.thread_id,
-                    metadata=stamp,
-                    status="busy" if busy else "idle",
-                    created_at=run.created_at,
-                    updated_at=now,
-                    owner_id=run.owner_id,
-                )
-            )
+            new_thread = {
+                "thread_id": run.thread_id,
+                "metadata": stamp,
+                "status": "busy" if busy else "idle",
+                "created_at": run.created_at,
+                "updated_at": now,
+                "owner_id": run.owner_id,
+            }
+            await conn.execute(THREAD_INSERT, new_thread)
             return
         values: dict[str, Any] = {"metadata": {**thread.metadata, **stamp}, "updated_at": now}
         if busy:
             values["status"] = "busy"
-        await conn.execute(
-            update(threads).where(threads.c.thread_id == run.thread_id).values(**values)
-        )
+        await conn.execute(THREAD_STAMP, {**values, "stamped_thread_id": run.thread_id})
 
     async def _cancel_active_runs(
         self, conn: AsyncConnection, thread_id: str, action: str
