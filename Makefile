@@ -31,10 +31,10 @@ typecheck: setup
 
 # The stubs are committed; tests/test_contracts.py fails if they are stale.
 test: setup lint typecheck
-	$(BIN)/pytest -q -m "not soak"
+	$(BIN)/pytest -q
 
 # The multi-replica profile (2 gateways, 2 admission, 2 runners, 2 journals, 1 delivery
-# on Postgres + Redis) end to end (also in `make test`), then the 60-second soak.
+# on Postgres + Redis) end to end, then the 60-second soak (both also in `make test`).
 test-scale: setup
 	$(BIN)/pytest -q -s -m "scale or soak"
 
