@@ -70,11 +70,7 @@ def aware_utc(moment: datetime) -> datetime:
 
 
 def iso(moment: datetime | None) -> str:
-    if moment is None:
-        return ""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.isoformat()
+    return "" if moment is None else aware_utc(moment).isoformat()
 
 
 def is_uuid(value: str) -> bool:

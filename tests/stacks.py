@@ -72,7 +72,8 @@ _handed_out: set[int] = set()
 
 def free_port() -> int:
     """A loopback port nothing listens on, not yet given to another test process."""
-    for port in random.sample(TEST_PORTS, len(TEST_PORTS)):
+    for _ in range(1000):
+        port = random.choice(TEST_PORTS)
         if port in _handed_out:
             continue
         with socket.socket() as sock:

@@ -233,18 +233,26 @@ async def test_every_minute_for_a_simulated_hour_fires_once_per_minute_on_two_re
     await alice.crons.delete(cron["cron_id"])
 
 
-async def test_after_downtime_missed_firings_are_skipped(
-    scheduled: ScheduledStack, alice: LangGraphClient
-) -> None:
+async def fired_once_then_down_ten_minutes(
+    scheduled: ScheduledStack, alice: LangGraphClient, missed_policy: str
+) -> tuple[datetime, dict[str, Any]]:
+    """A minutely cron fires once; then ten due minutes pass while no admission runs
+    (the newest 30 s late, past the grace), and the admissions come back with
+    `missed_policy`. Returns the start minute and the cron."""
     start = scheduled.next_minute()
     cron = await alice.crons.create("lead_agent", schedule="* * * * *", on_run_completed="keep")
     scheduled.set_clock(start + MINUTE)
     scheduled.wait_for_firings(cron["cron_id"], 1)
-
     scheduled.stop_admissions()
-    # Ten due minutes pass while no admission runs; the newest is 30 s late, past the grace.
     scheduled.set_clock(start + 11 * MINUTE + timedelta(seconds=30))
-    scheduled.start_admissions(WAYBILL_CRON_MISSED_FIRINGS="skip")
+    scheduled.start_admissions(WAYBILL_CRON_MISSED_FIRINGS=missed_policy)
+    return start, dict(cron)
+
+
+async def test_after_downtime_missed_firings_are_skipped(
+    scheduled: ScheduledStack, alice: LangGraphClient
+) -> None:
+    start, cron = await fired_once_then_down_ten_minutes(scheduled, alice, "skip")
     resumes_at = (start + 12 * MINUTE).isoformat()
     wait_until(
         lambda: (
@@ -267,14 +275,7 @@ async def test_after_downtime_missed_firings_are_skipped(
 async def test_after_downtime_missed_firings_are_caught_up(
     scheduled: ScheduledStack, alice: LangGraphClient
 ) -> None:
-    start = scheduled.next_minute()
-    cron = await alice.crons.create("lead_agent", schedule="* * * * *", on_run_completed="keep")
-    scheduled.set_clock(start + MINUTE)
-    scheduled.wait_for_firings(cron["cron_id"], 1)
-
-    scheduled.stop_admissions()
-    scheduled.set_clock(start + 11 * MINUTE + timedelta(seconds=30))
-    scheduled.start_admissions(WAYBILL_CRON_MISSED_FIRINGS="catch_up")
+    start, cron = await fired_once_then_down_ten_minutes(scheduled, alice, "catch_up")
     firings = scheduled.wait_for_firings(cron["cron_id"], 11)
     await asyncio.sleep(0.5)  # and no more than that
     firings = scheduled.firings(cron["cron_id"])

@@ -9,7 +9,7 @@ admission replicas, one of them wins each due time and the others match no row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
@@ -55,9 +55,7 @@ class Firing:
 
 def _utc(moment: datetime | None) -> datetime | None:
     """SQLite gives times back without their zone; every stored time is UTC."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
+    return None if moment is None else codec.aware_utc(moment)
 
 
 def _cron(row: Row[Any]) -> CronRecord:

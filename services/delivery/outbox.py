@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import grpc
@@ -161,7 +161,7 @@ class Outbox:
         else:
             next_at = now + timedelta(seconds=backoff(self.settings, attempt.attempt))
             window_ends = row.created_at + timedelta(seconds=self.settings.webhook_retry_seconds)
-            state = "pending" if next_at <= _aware(window_ends) else "failed"
+            state = "pending" if next_at <= codec.aware_utc(window_ends) else "failed"
             if state == "failed":
                 next_at = None
             log.info("webhook %s attempt %d: %s", row.delivery_id, attempt.attempt, attempt.error)
@@ -211,10 +211,4 @@ class Outbox:
         due = await self.store.next_due(codec.now_utc())
         if due is None:
             return poll
-        return max(0.0, min(poll, (_aware(due) - codec.now_utc()).total_seconds()))
-
-
-def _aware(moment: datetime) -> datetime:
-    from datetime import UTC
-
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        return max(0.0, min(poll, (codec.aware_utc(due) - codec.now_utc()).total_seconds()))
