@@ -203,17 +203,20 @@ async def test_one_trace_per_run_across_services(observed: Observed, sdk: LangGr
     await sdk.runs.join(tid, run["run_id"])
     trace_id = uuid.UUID(run["run_id"]).hex
     wanted = {"gateway", "admission", "runner", "journal", "delivery"}
+    # The runner's execute span ends after the log it closed has ended the join:
+    # wait for it too, not only for some span of every service.
+    named = {"admission.admit", "runner.execute", "journal.append", "gateway.wait"}
 
     def all_services_reported() -> bool:
-        services = {
-            span.service.removeprefix("waybill-") for span in observed.sink.of_trace(trace_id)
-        }
-        return wanted <= services
+        spans = observed.sink.of_trace(trace_id)
+        services = {span.service.removeprefix("waybill-") for span in spans}
+        return wanted <= services and named <= {span.name for span in spans}
 
     wait_until(all_services_reported, "spans of every service in the run's trace", 20)
     spans = observed.sink.of_trace(trace_id)
     names = {span.name for span in spans}
-    assert {"admission.admit", "runner.execute", "journal.append", "gateway.wait"} <= names
+    assert named <= names
+    assert wanted <= {span.service.removeprefix("waybill-") for span in spans}
     for span in spans:
         assert span.attributes.get("waybill.run_id") == run["run_id"], span
     # The thread rides along on every span whose process was told it: all but the
