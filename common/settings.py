@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     # Keep it below shutdown_grace_seconds, the gateway's whole drain.
     stream_drain_seconds: float = 3.0
     journal_batch_max: int = 512
+    # The journal's SQL write of live events waits this long for more events before
+    # it commits (a flush or a full batch ends the wait at once): fewer, larger
+    # writes for a streaming run. Live readers never wait for it.
+    journal_write_linger_seconds: float = 0.01
     # A run's typed records (LLM/tool lifecycle, usage) wait this long to be sent
     # in one batch, off the path of the run's first token; the run's end sends at once.
     record_linger_seconds: float = 0.05

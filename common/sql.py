@@ -12,12 +12,16 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from common import sqlite_driver
+
 
 def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:
     """SQLite for the embedded default, else Postgres with a bounded pool: every
     service's pool counts against the server's `max_connections`."""
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        # One trip to aiosqlite's thread per statement (see sqlite_driver.py).
+        connect_args = {"timeout": 30, "async_creator_fn": sqlite_driver.connect}
+        engine = create_async_engine(url, connect_args=connect_args)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]

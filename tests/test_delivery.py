@@ -242,6 +242,34 @@ def test_one_receipt_per_epoch_and_a_stale_epoch_is_refused(stack: Stack) -> Non
         assert newest.epoch == 3
 
 
+def test_an_untouched_run_gets_its_first_snapshot_with_its_receipt(stack: Stack) -> None:
+    """No tool asked for a before-snapshot: the workspace is as the run found it, so
+    the receipt's snapshot is stored as the run's first, and nothing changed."""
+    run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
+    workspace = stack.settings.workspaces_path() / thread_id
+    workspace.mkdir(parents=True)
+    (workspace / "notes.md").write_text("uploaded before the run")
+    with grpc.insecure_channel(stack.address_of("delivery")) as channel:
+        delivery = delivery_pb2_grpc.DeliveryStub(channel)
+        receipt = delivery.WriteReceipt(
+            delivery_pb2.WriteReceiptRequest(
+                run_id=run_id,
+                thread_id=thread_id,
+                epoch=1,
+                outcome=common_pb2.RUN_STATUS_SUCCESS,
+                verify_workspace=True,
+                untouched=True,
+            )
+        )
+        assert (receipt.verdict, list(receipt.changes)) == ("nothing_to_deliver", [])
+        # A takeover asking for the run's first snapshot gets the one stored above.
+        first = delivery.Snapshot(
+            delivery_pb2.SnapshotRequest(run_id=run_id, thread_id=thread_id, epoch=2)
+        )
+        assert first.existing
+        assert [f.path for f in first.files] == ["notes.md"]
+
+
 def test_which_agents_have_workspace_tools() -> None:
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode

@@ -1,15 +1,34 @@
 """A model that streams without awaiting anything still lets the runner's event loop
-run (frames leave, leases renew) while it streams."""
+run (frames leave, leases renew) while it streams: the run journal's token hook
+gives it turns."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from typing import Any
 
 from services.runner.loop_turns import LoopTurns
 from services.runner.models import ScriptedChatModel
+from services.runner.run_journal import RunJournal
 
 
-async def turns_taken_by_others_while_streaming(callbacks: list[LoopTurns]) -> int:
+class KeptRecords:
+    """A record sink that keeps what it is given (the journal is not involved here)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, Any]] = []
+
+    def emit(self, record_type: str, data: Any) -> None:
+        self.records.append((record_type, data))
+
+
+def journal_with_turns(every_seconds: float | None) -> RunJournal:
+    turns = None if every_seconds is None else LoopTurns(every_seconds=every_seconds)
+    return RunJournal(KeptRecords(), turns)  # type: ignore[arg-type]
+
+
+async def turns_taken_by_others_while_streaming(journal: RunJournal) -> int:
     model = ScriptedChatModel()
     others = 0
 
@@ -22,7 +41,7 @@ async def turns_taken_by_others_while_streaming(callbacks: list[LoopTurns]) -> i
     task = asyncio.create_task(another_task())
     await asyncio.sleep(0)  # started
     started = others
-    chunks = [c async for c in model.astream("/tokens 200", config={"callbacks": callbacks})]
+    chunks = [c async for c in model.astream("/tokens 200", config={"callbacks": [journal]})]
     task.cancel()
     assert len(chunks) == 201  # 200 tokens and the closing chunk
     return others - started
@@ -30,18 +49,42 @@ async def turns_taken_by_others_while_streaming(callbacks: list[LoopTurns]) -> i
 
 async def test_without_turns_a_fast_model_holds_the_loop_for_its_whole_answer() -> None:
     # LangChain's own start and end of the call give a few turns; the 200 tokens none.
-    assert await turns_taken_by_others_while_streaming([]) < 10
+    assert await turns_taken_by_others_while_streaming(journal_with_turns(None)) < 10
 
 
 async def test_with_turns_other_tasks_run_while_the_model_streams() -> None:
-    assert await turns_taken_by_others_while_streaming([LoopTurns(every_seconds=0)]) >= 200
+    assert await turns_taken_by_others_while_streaming(journal_with_turns(0)) >= 200
 
 
-def test_a_model_called_outside_an_event_loop_is_left_alone() -> None:
+async def test_the_journal_still_records_the_model_call_it_gives_turns_in() -> None:
+    journal = journal_with_turns(0)
+    await turns_taken_by_others_while_streaming(journal)
+    assert [kind for kind, _ in journal.sink.records] == ["llm_start", "llm_end"]  # type: ignore[attr-defined]
+
+
+def test_a_model_called_outside_an_event_loop_gets_a_plain_no_op() -> None:
     # No running loop (a sync node in a worker thread): LangChain would start a
-    # fresh loop per token to run an async callback, so this one opts out.
-    assert LoopTurns().ignore_llm is True
+    # fresh loop per token to run an async hook, so the hook is a plain function.
+    hook = journal_with_turns(0).on_llm_new_token
+    assert not asyncio.iscoroutinefunction(hook)
+    assert hook("token") is None
 
 
-async def test_on_the_event_loop_it_takes_part() -> None:
-    assert LoopTurns().ignore_llm is False
+async def test_a_sync_model_in_a_worker_thread_streams_and_is_recorded() -> None:
+    journal = journal_with_turns(0)
+
+    def stream_in_thread() -> int:
+        assert threading.current_thread() is not threading.main_thread()
+        model = ScriptedChatModel()
+        return len(list(model.stream("/tokens 50", config={"callbacks": [journal]})))
+
+    assert await asyncio.to_thread(stream_in_thread) == 51
+    assert [kind for kind, _ in journal.sink.records] == ["llm_start", "llm_end"]  # type: ignore[attr-defined]
+
+
+async def test_on_the_event_loop_the_hook_is_the_turn_when_one_is_due() -> None:
+    journal = journal_with_turns(60)
+    hook = journal.on_llm_new_token
+    assert asyncio.iscoroutinefunction(hook)  # the first token: due at once
+    await hook("token")
+    assert journal.on_llm_new_token("next token") is None  # the next turn is a minute away

@@ -658,22 +658,14 @@ class AdmissionStore:
                 thread_status=report.thread_status,
                 values=report.values,
                 interrupts=report.interrupts,
+                usage=summarize(report.token_counts),
             )
             if not ended:
                 return False
-            await self._record_usage(conn, row, report.token_counts)
+            await record_usage(conn, row, report.token_counts, codec.now_utc())
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
         return True
-
-    async def _record_usage(
-        self, conn: AsyncConnection, row: Row[Any], counts: list[TokenCount]
-    ) -> None:
-        """The run's usage on its record, and its counts in the ledger."""
-        await conn.execute(
-            update(runs).where(runs.c.run_id == row.run_id).values(usage=summarize(counts))
-        )
-        await record_usage(conn, row, counts, codec.now_utc())
 
     async def _end(
         self,
@@ -685,12 +677,15 @@ class AdmissionStore:
         thread_status: str | None = None,
         values: dict[str, Any] | None = None,
         interrupts: dict[str, Any] | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> bool:
         """Terminal write for a run (conditional on its epoch and, as every status
-        write, on the transition table) and its thread's status. False: a concurrent
-        transaction ended the run first (its row was read before that commit), and
-        nothing is written: a run gets exactly one terminal write."""
+        write, on the transition table), with its token usage when its runner
+        reported one, and its thread's status. False: a concurrent transaction ended
+        the run first (its row was read before that commit), and nothing is
+        written: a run gets exactly one terminal write."""
         now = codec.now_utc()
+        ending: dict[str, Any] = {} if usage is None else {"usage": usage}
         written = await conn.execute(
             update(runs)
             .where(
@@ -704,6 +699,7 @@ class AdmissionStore:
                 lease_owner=None,
                 lease_expires_at=None,
                 updated_at=now,
+                **ending,
             )
         )
         if not written.rowcount:

@@ -54,6 +54,13 @@ async def write_receipt(
         asyncio.to_thread(snapshot, thread_root(settings, request.thread_id)),
         owed_webhooks(request, outbox),
     )
+    first_snapshot = None
+    if before is None and request.untouched:
+        # No before-snapshot was taken because nothing of the run changed the
+        # workspace: as it is now is as the run found it (or as the paused run it
+        # continues found it). Stored as the run's first, with the receipt.
+        continued = await store.continued_snapshot(request.continues_run_id)
+        before = first_snapshot = after if continued is None else continued
     before = before or []
     changed = changes(before, after)
     verdict = judge(
@@ -85,5 +92,5 @@ async def write_receipt(
         usage=codec.loads(request.usage_json, {}),
         created_at=codec.now_utc(),
     )
-    await store.write(record, owed, request.values_json or b"null")
+    await store.write(record, owed, request.values_json or b"null", first_snapshot)
     return record, len(owed)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from common import codec
-from common.errors import ServiceError, invalid, not_found
+from common.errors import invalid, not_found
 from common.grpc_server import configure_logging, run_service, serve, translate_errors
 from common.identity import acting_user
 from common.settings import Settings, get_settings
@@ -124,25 +124,13 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
     async def Snapshot(self, request, context):  # type: ignore[no-untyped-def]
         _uuid(request.run_id, "run_id")
         root = thread_root(self.settings, _uuid(request.thread_id, "thread_id"))
-        files = await self._continued_snapshot(request.continues_run_id)
+        files = await self.store.continued_snapshot(request.continues_run_id)
         if files is None:
             files = await asyncio.to_thread(snapshot, root)
         kept, existing = await self.store.keep_first_snapshot(
             request.run_id, request.thread_id, request.epoch, files, codec.now_utc()
         )
         return delivery_pb2.SnapshotResponse(files=[_file(f) for f in kept], existing=existing)
-
-    async def _continued_snapshot(self, previous_run_id: str) -> list[FileEntry] | None:
-        """The first snapshot of the paused run this one continues, if it was paused."""
-        if not previous_run_id:
-            return None
-        try:
-            previous = await self.store.latest(previous_run_id)
-        except ServiceError:
-            return None
-        if previous.verdict != "paused":
-            return None
-        return await self.store.first_snapshot(previous_run_id)
 
     @translate_errors
     async def WriteReceipt(self, request, context):  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from common import codec
-from common.errors import busy, conflict, not_found
+from common.errors import ServiceError, busy, conflict, not_found
 from common.sql import migrate
 from services.delivery.tables import (
     receipts,
@@ -136,6 +136,19 @@ class ReceiptStore:
             return (raced or files), True
         return files, False
 
+    async def continued_snapshot(self, previous_run_id: str) -> list[FileEntry] | None:
+        """The first snapshot of the run a new one continues, if that run was paused
+        (its files written before the pause count as the new run's)."""
+        if not previous_run_id:
+            return None
+        try:
+            previous = await self.latest(previous_run_id)
+        except ServiceError:
+            return None
+        if previous.verdict != "paused":
+            return None
+        return await self.first_snapshot(previous_run_id)
+
     async def first_snapshot(self, run_id: str) -> list[FileEntry] | None:
         async with self.engine.connect() as conn:
             text = (
@@ -150,11 +163,26 @@ class ReceiptStore:
     # ---- receipts -------------------------------------------------------------
 
     async def write(
-        self, receipt: ReceiptRecord, owed: list[OwedWebhook], values_json: bytes
+        self,
+        receipt: ReceiptRecord,
+        owed: list[OwedWebhook],
+        values_json: bytes,
+        first_snapshot: list[FileEntry] | None = None,
     ) -> None:
-        """The receipt and its held webhooks, in one transaction."""
+        """The receipt and its held webhooks, in one transaction; with
+        `first_snapshot`, the run's first snapshot too (none was taken before)."""
         try:
             async with self.engine.begin() as conn:
+                if first_snapshot is not None:
+                    await conn.execute(
+                        insert(workspace_snapshots).values(
+                            run_id=receipt.run_id,
+                            thread_id=receipt.thread_id,
+                            epoch=receipt.epoch,
+                            files=files_json(first_snapshot),
+                            created_at=receipt.created_at,
+                        )
+                    )
                 newest = (
                     await conn.execute(
                         select(func.max(receipts.c.epoch)).where(

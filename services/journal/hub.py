@@ -68,6 +68,7 @@ __all__ = ["END", "HubConfig", "JournalHub", "LogExpired", "gone_error"]
 @dataclass(frozen=True)
 class HubConfig:
     batch_max: int = 512
+    write_linger: float = 0.0  # the SQL write waits this long for more events
     evict_after: float = 30.0  # an ended run's log leaves memory after this
     subscriber_buffer: int = 1024
     poll_seconds: float = 0.2
@@ -123,7 +124,7 @@ class JournalHub:
     def __init__(self, store: JournalStore, config: HubConfig) -> None:
         self.store = store
         self.config = config
-        self.writer = WriteBehind(store, config.batch_max)
+        self.writer = WriteBehind(store, config.batch_max, linger_seconds=config.write_linger)
         self.logs: dict[str, RunLog] = {}
         self._loading: dict[str, asyncio.Task[RunLog]] = {}
 

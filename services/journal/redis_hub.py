@@ -55,7 +55,7 @@ class RedisJournalHub:
         self.redis = redis
         self.redis_log = RedisLog(redis.url, redis.prefix, redis.block_seconds)
         self.followers = Followers(self.redis_log, config.batch_max)
-        self.writer = WriteBehind(store, config.batch_max)
+        self.writer = WriteBehind(store, config.batch_max, linger_seconds=config.write_linger)
         self.local: dict[str, LocalRun] = {}
         self._background: set[asyncio.Task[None]] = set()
 

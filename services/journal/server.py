@@ -143,6 +143,7 @@ def _wire(batch: list[StoredEvent]) -> list[journal_pb2.RunEvent]:
 def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJournalHub:
     config = HubConfig(
         batch_max=settings.journal_batch_max,
+        write_linger=settings.journal_write_linger_seconds,
         evict_after=settings.journal_evict_seconds,
         subscriber_buffer=settings.subscriber_buffer,
         poll_seconds=settings.journal_poll_seconds,

@@ -4,6 +4,7 @@ live path, with a per-run watermark that `Flush` waits on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -44,13 +45,27 @@ class Durability:
 
 
 class WriteBehind:
-    def __init__(self, store: JournalStore, batch_max: int, retry_seconds: float = 0.2) -> None:
+    """Writes queued events to SQL. After the first event of a write arrives it waits
+    up to `linger_seconds` for more, unless `batch_max` events are queued or someone
+    waits for durability: a streaming run's events then go in a few large writes
+    instead of one small commit per append (the live path never waits for them)."""
+
+    def __init__(
+        self,
+        store: JournalStore,
+        batch_max: int,
+        retry_seconds: float = 0.2,
+        linger_seconds: float = 0.0,
+    ) -> None:
         self.store = store
         self.batch_max = batch_max
         self.retry_seconds = retry_seconds
+        self.linger_seconds = linger_seconds
         self.runs: dict[str, Durability] = {}
         # One entry per append: consecutive events of one run.
         self._pending: asyncio.Queue[list[StoredEvent]] = asyncio.Queue()
+        self._queued = 0  # events in `_pending`
+        self._hurry = asyncio.Event()  # stop lingering: a batch is full, or a flush waits
         self._durable = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
@@ -79,11 +94,16 @@ class WriteBehind:
         durability.epoch = max(durability.epoch, epoch)
         durability.enqueued = max(durability.enqueued, events[-1].seq)
         self._pending.put_nowait(events)
+        self._queued += len(events)
+        if self._queued >= self.batch_max:
+            self._hurry.set()
 
     async def wait_durable(self, run_id: str) -> int:
         """Wait until every event this process queued for the run is stored; returns
         the run's watermark here (-1 when this process queued none)."""
         durability = self.run(run_id)
+        if not (durability.dropped or durability.settled):
+            self._hurry.set()
         async with self._durable:
             await self._durable.wait_for(lambda: durability.dropped or durability.settled)
         return durability.durable
@@ -104,13 +124,23 @@ class WriteBehind:
     async def _write_forever(self) -> None:
         while True:
             appends = [await self._pending.get()]
+            await self._linger()
             size = len(appends[0])
             while size < self.batch_max and not self._pending.empty():
                 appends.append(self._pending.get_nowait())
                 size += len(appends[-1])
+            self._queued -= size
             appends = [events for events in appends if not self._dropped(events[0].run_id)]
             if appends:
                 await self._write(appends)
+
+    async def _linger(self) -> None:
+        if self.linger_seconds <= 0 or self._hurry.is_set():
+            self._hurry.clear()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), self.linger_seconds)
+        self._hurry.clear()
 
     def _dropped(self, run_id: str) -> bool:
         durability = self.runs.get(run_id)
@@ -129,6 +159,7 @@ class WriteBehind:
             log.exception("journal write failed for %d events; retrying", len(batch))
             for events in appends:
                 self._pending.put_nowait(events)
+                self._queued += len(events)
             await asyncio.sleep(self.retry_seconds)
             return
         STATS.events_stored += len(batch)

@@ -287,7 +287,8 @@ class RunExecution:
                 self.fence,
                 self.peers.rpc_timeout,
                 self.limits.record_linger_seconds,
-            )
+            ),
+            LoopTurns(),
         )
         self.checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
         store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
@@ -296,14 +297,14 @@ class RunExecution:
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            gate = SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate()
+            SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate()
             try:
                 outcome = await self._drive_with_limits(graph)
             finally:
                 del SNAPSHOT_GATES[self.run.run_id]
-            # No file tool asked, so nothing changed the workspace: a snapshot
-            # taken now still shows it as the run found it.
-            gate.start()
+            # If no file tool asked, nothing changed the workspace and no snapshot
+            # was taken: the receipt says so, and delivery's after-snapshot is also
+            # the before-snapshot (one walk of the workspace, no extra call).
         if self.fence.lost:
             if self.handed_back:
                 STATS.runs_handed_back += 1
@@ -322,7 +323,7 @@ class RunExecution:
         # terminal status -> journal closed. Reads and records that no step waits
         # for go beside the step before them.
         self.fence.check("journal flush")
-        snapshot, started_from, _, _ = await asyncio.gather(
+        snapshot, (start, started_from), _, _ = await asyncio.gather(
             graph.aget_state(thread_config(self.run.thread_id)),
             self._state_started_from(graph),
             self.sink.flush(),
@@ -330,7 +331,7 @@ class RunExecution:
         )
         presented = presented_paths(added_messages(started_from, snapshot.values))
         STATS.receipts_requested += 1
-        receipt = await self._write_receipt(outcome, snapshot, presented)
+        receipt = await self._write_receipt(outcome, snapshot, presented, start)
         if outcome.status == common_pb2.RUN_STATUS_SUCCESS and receipt.verdict == "error":
             # Finished, but not delivered: the run is an error, said on its stream too.
             failure = DeliveryFailed(receipt.verdict_reason)
@@ -422,7 +423,7 @@ class RunExecution:
         graph_input = await self._start_input(graph)
         config = self.config
         if self.run_journal is not None:
-            config = with_callbacks(config, self.run_journal, LoopTurns())
+            config = with_callbacks(config, self.run_journal)
         if encoder.events:
             events = graph.astream_events(graph_input, config, version="v2", **options)
             async for event in events:
@@ -514,13 +515,14 @@ class RunExecution:
             raise
         gate.open()
 
-    async def _state_started_from(self, graph: Pregel) -> Any:
-        """The thread's values when the run started (only read when its delivery is
-        verified: the messages it added are where its present_files calls are)."""
+    async def _state_started_from(self, graph: Pregel) -> tuple[CheckpointTuple | None, Any]:
+        """The checkpoint the run started from and the thread's values then (only
+        read when its delivery is verified: the messages it added are where its
+        present_files calls are)."""
         if not self.verify_workspace:
-            return None
+            return None, None
         start = await self._starting_point()
-        return (await graph.aget_state(start.config)).values if start else None
+        return start, (await graph.aget_state(start.config)).values if start else None
 
     async def _confirm_finished(self) -> None:
         """Release the run's webhooks now; if this fails, delivery asks admission later."""
@@ -536,7 +538,11 @@ class RunExecution:
     # ---- the end -----------------------------------------------------------------
 
     async def _write_receipt(
-        self, outcome: Outcome, snapshot: StateSnapshot, presented: list[str]
+        self,
+        outcome: Outcome,
+        snapshot: StateSnapshot,
+        presented: list[str],
+        start: CheckpointTuple | None,
     ) -> delivery_pb2.Receipt:
         values = snapshot.values if isinstance(snapshot.values, dict) else {}
         messages = values.get("messages") or []
@@ -571,6 +577,8 @@ class RunExecution:
                 webhook=str(self.kwargs.get("webhook") or ""),
                 values_json=codec.dumps(snapshot.values or {}),
                 usage_json=codec.dumps(summarize(self._token_counts())),
+                untouched=self.verify_workspace and self._snapshot is None,
+                continues_run_id=str(start.metadata.get("run_id") or "") if start else "",
             ),
             timeout=self.peers.rpc_timeout,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import BaseMessageChunk
+from langchain_core.messages import BaseMessage, BaseMessageChunk
 
 from common import codec
 
@@ -81,7 +81,7 @@ class FrameEncoder:
         message, metadata = data
         frames = []
         if self.tuples:
-            pair = b"[" + codec.dumps(message) + b"," + self._metadata_json(metadata) + b"]"
+            pair = b"[" + message_json(message) + b"," + self._metadata_json(metadata) + b"]"
             frames.append((event_name("messages", namespace), pair))
         if self.accumulated:
             frames.extend(self._accumulate(message, metadata, namespace))
@@ -111,6 +111,15 @@ class FrameEncoder:
         if getattr(message, "chunk_position", None) == "last":
             frames.append((event_name("messages/complete", namespace), codec.dumps([so_far])))
         return frames
+
+
+def message_json(message: Any) -> bytes:
+    """A message as JSON, as `model_dump()` gives it. A LangChain message's fields are
+    plain data, so its `__dict__` is the same dict at a tenth of the cost; this runs
+    for every token. Extra fields (kept apart by pydantic) take the long way."""
+    if isinstance(message, BaseMessage) and not message.__pydantic_extra__:
+        return codec.dumps(message.__dict__)
+    return codec.dumps(message)
 
 
 def metadata_event(run_id: str, attempt: int) -> tuple[str, bytes]:

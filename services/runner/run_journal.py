@@ -5,7 +5,8 @@ records the graph's start and end (the root runnable only), every model call
 (model, source, token usage, latency) and tool call (name, duration, error),
 and counts each model call's tokens once. Middleware decisions reach it
 through `note_middleware`. The records go to the journal beside the run's
-frames but never onto its stream (see record_sink.py).
+frames but never onto its stream (see record_sink.py). Its token hook also
+gives the event loop its turns while a model streams (loop_turns.py).
 
 A model call's source: `metadata.waybill_source` when the caller says; else a
 call made inside a subgraph or from the `tools` node (a tool delegating to a
@@ -15,6 +16,7 @@ model) is `subagents`; any other is the lead agent's (`lead_agent`'s `agent` nod
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -26,6 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from common.usage import SOURCES
+from services.runner.loop_turns import LoopTurns, no_turn
 from services.runner.record_sink import RecordSink
 from services.runner.token_ledger import TokenLedger, usage_of
 
@@ -92,12 +95,18 @@ class RunJournal(BaseCallbackHandler):
     run_inline = True
     raise_error = False
 
-    def __init__(self, sink: RecordSink) -> None:
+    def __init__(self, sink: RecordSink, turns: LoopTurns | None = None) -> None:
         self.sink = sink
+        self.turns = turns
         self.ledger = TokenLedger()
         self._root: UUID | None = None
         self._root_started = 0.0
         self._calls: dict[UUID, Call] = {}
+
+    @property  # type: ignore[override]
+    def on_llm_new_token(self) -> Callable[..., Any]:
+        """Every token: the run's loop turns (see loop_turns.py), or nothing."""
+        return self.turns.token_hook() if self.turns is not None else no_turn
 
     # ---- the run's graph (the root runnable only) --------------------------------
 

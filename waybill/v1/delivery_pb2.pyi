@@ -222,7 +222,7 @@ class ForgetReceiptsResponse(_message.Message):
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
 class WriteReceiptRequest(_message.Message):
-    __slots__ = ("run_id", "thread_id", "epoch", "outcome", "final_output_json", "error", "assistant_id", "verify_workspace", "presented", "paused", "webhook", "values_json", "usage_json")
+    __slots__ = ("run_id", "thread_id", "epoch", "outcome", "final_output_json", "error", "assistant_id", "verify_workspace", "presented", "paused", "webhook", "values_json", "usage_json", "untouched", "continues_run_id")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +236,8 @@ class WriteReceiptRequest(_message.Message):
     WEBHOOK_FIELD_NUMBER: _ClassVar[int]
     VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    UNTOUCHED_FIELD_NUMBER: _ClassVar[int]
+    CONTINUES_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     thread_id: str
     epoch: int
@@ -249,7 +251,9 @@ class WriteReceiptRequest(_message.Message):
     webhook: str
     values_json: bytes
     usage_json: bytes
-    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., epoch: _Optional[int] = ..., outcome: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., final_output_json: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.RunError, _Mapping]] = ..., assistant_id: _Optional[str] = ..., verify_workspace: _Optional[bool] = ..., presented: _Optional[_Iterable[str]] = ..., paused: _Optional[bool] = ..., webhook: _Optional[str] = ..., values_json: _Optional[bytes] = ..., usage_json: _Optional[bytes] = ...) -> None: ...
+    untouched: bool
+    continues_run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., epoch: _Optional[int] = ..., outcome: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., final_output_json: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.RunError, _Mapping]] = ..., assistant_id: _Optional[str] = ..., verify_workspace: _Optional[bool] = ..., presented: _Optional[_Iterable[str]] = ..., paused: _Optional[bool] = ..., webhook: _Optional[str] = ..., values_json: _Optional[bytes] = ..., usage_json: _Optional[bytes] = ..., untouched: _Optional[bool] = ..., continues_run_id: _Optional[str] = ...) -> None: ...
 
 class GetReceiptRequest(_message.Message):
     __slots__ = ("run_id",)
