@@ -4,6 +4,7 @@ table per service, so that all services can share one Postgres database)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
@@ -12,7 +13,16 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from common import sqlite_driver
+from common import codec, sqlite_driver
+
+
+def json_text(value: Any) -> str:
+    return codec.dumps(value).decode()
+
+
+# JSON columns (run kwargs, thread values) with orjson, as on the wire: a thread's
+# values after a long answer are tens of kilobytes, written with every run's end.
+JSON_CODEC: dict[str, Any] = {"json_serializer": json_text, "json_deserializer": codec.loads}
 
 
 def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:
@@ -21,7 +31,7 @@ def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> Async
     if url.startswith("sqlite"):
         # One trip to aiosqlite's thread per statement (see sqlite_driver.py).
         connect_args = {"timeout": 30, "async_creator_fn": sqlite_driver.connect}
-        engine = create_async_engine(url, connect_args=connect_args)
+        engine = create_async_engine(url, connect_args=connect_args, **JSON_CODEC)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]
@@ -34,7 +44,7 @@ def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> Async
 
         return engine
     return create_async_engine(
-        url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True
+        url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True, **JSON_CODEC
     )
 
 
