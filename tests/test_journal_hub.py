@@ -71,6 +71,40 @@ async def test_a_batch_larger_than_one_sqlite_insert_is_stored_whole(tmp_path: P
     assert [(e.seq, e.data) for e in stored.events] == [(e.seq, e.data) for e in events]
 
 
+async def test_the_sql_write_lingers_for_more_events_but_never_delays_a_flush(
+    tmp_path: Path,
+) -> None:
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    lingering = JournalHub(store, HubConfig(batch_max=64, write_linger=0.3))
+    lingering.start()
+    try:
+        run_id = str(uuid.uuid4())
+        for n in range(3):  # three appends in the linger: one write
+            await lingering.append(run_id, 1, [("values", str(n).encode())])
+        await asyncio.sleep(0.05)
+        assert await store.load(run_id) is None  # still lingering: nothing written yet
+        await asyncio.sleep(0.4)
+        written = await store.load(run_id)
+        assert written is not None and [e.seq for e in written.events] == [0, 1, 2]
+
+        await lingering.append(run_id, 1, [("values", b"3")])
+        # A flush (the runner's, before its receipt) ends the linger at once.
+        assert await asyncio.wait_for(lingering.flush(run_id), timeout=0.2) == 3
+        flushed = await store.load(run_id)
+        assert flushed is not None and [e.seq for e in flushed.events] == [0, 1, 2, 3]
+
+        # A full batch does not wait either.
+        events = [("values", b"x")] * 64
+        await lingering.append(run_id, 1, events)
+        await asyncio.sleep(0.1)
+        full = await store.load(run_id)
+        assert full is not None and len(full.events) == 4 + 64
+    finally:
+        await lingering.stop()
+        await store.engine.dispose()
+
+
 async def test_a_second_close_changes_nothing_and_says_so(hub: JournalHub) -> None:
     """The runner closes a run's log; admission closes it again after a grace."""
     run_id = str(uuid.uuid4())
