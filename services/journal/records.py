@@ -108,21 +108,28 @@ class RecordStore:
 
     async def _check_writable(self, conn: AsyncConnection, run_id: str, epoch: int) -> int:
         """Refuse a forgotten run, a closed log or a stale epoch. Returns the last seq (-1)."""
-        gone = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id == run_id)
-        head = select(run_logs.c.epoch, run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
-        mine = select(func.max(run_records.c.seq), func.max(run_records.c.epoch)).where(
-            run_records.c.run_id == run_id
+        of_run = (
+            (forgotten_runs, forgotten_runs.c.run_id),
+            (run_logs, run_logs.c.run_id),
+            (run_records, run_records.c.run_id),
         )
-        if (await conn.execute(gone)).first() is not None:
+        gone, logs, mine = (select(column).where(key == run_id) for column, key in of_run)
+        facts = select(  # one statement: this runs for every batch of records
+            gone.exists().label("gone"),
+            logs.with_only_columns(run_logs.c.epoch).scalar_subquery().label("log_epoch"),
+            logs.with_only_columns(run_logs.c.closed_at).scalar_subquery().label("closed_at"),
+            mine.with_only_columns(func.max(run_records.c.seq)).scalar_subquery().label("last"),
+            mine.with_only_columns(func.max(run_records.c.epoch)).scalar_subquery().label("newest"),
+        )
+        found = (await conn.execute(facts)).one()
+        if found.gone:
             raise busy(f"run {run_id} was deleted with its thread")
-        log_head = (await conn.execute(head)).first()
-        if log_head is not None and log_head.closed_at is not None:
+        if found.closed_at is not None:
             raise busy(f"run {run_id}: the log is closed")
-        last_seq, newest_epoch = (await conn.execute(mine)).one()
-        current = max(log_head.epoch if log_head is not None else 0, int(newest_epoch or 0))
+        current = max(int(found.log_epoch or 0), int(found.newest or 0))
         if epoch < current:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {current})")
-        return -1 if last_seq is None else int(last_seq)
+        return -1 if found.last is None else int(found.last)
 
     async def page(self, run_id: str, page: RecordPage) -> list[Record]:
         query = select(run_records).where(run_records.c.run_id == run_id)
