@@ -8,6 +8,13 @@ does all of them in one call, so a statement is one hand-off; the
 connection, its thread and its transactions are aiosqlite's own.
 
 Used by `common.sql.create_engine` for every SQLite engine (the embedded mode).
+LangGraph's SQLite checkpointer keeps aiosqlite's cursors (it streams rows from
+them), on a `SqliteConnection` whose `run` lets the runner's fenced writes
+(services/runner/fenced_writes.py) do their whole transaction in one trip.
+
+Trips matter most while a model streams: the event loop's thread then holds the
+GIL, and the connection's thread gets it back only every switch interval (5 ms),
+so each trip of a write started before the stream waits until it ends.
 LangGraph's SQLite checkpointer keeps aiosqlite's own connection: its few
 statements per run showed no difference when measured.
 """
@@ -72,9 +79,9 @@ class OneTripCursor:
             cursor.close()
 
 
-class OneTripConnection(aiosqlite.Connection):
-    def cursor(self) -> OneTripCursor:  # type: ignore[override]
-        return OneTripCursor(self)
+class SqliteConnection(aiosqlite.Connection):
+    """aiosqlite's connection, and `run`: a function on its thread, in one trip
+    (several statements, a whole transaction, for one hand-off)."""
 
     @property
     def sqlite_connection(self) -> sqlite3.Connection:
@@ -84,13 +91,27 @@ class OneTripConnection(aiosqlite.Connection):
         return await self._execute(function, *args)
 
 
+class OneTripConnection(SqliteConnection):
+    def cursor(self) -> OneTripCursor:  # type: ignore[override]
+        return OneTripCursor(self)
+
+
 def connect(database: str, *, iter_chunk_size: int = 64, **kwargs: Any) -> OneTripConnection:
     """What `aiosqlite.connect` does, with the one-trip cursor (SQLAlchemy's
     `async_creator_fn` hook passes the same arguments)."""
+    connection = OneTripConnection(_connector(database, kwargs), iter_chunk_size)
+    connection._thread.daemon = True  # as SQLAlchemy does for aiosqlite's own
+    return connection
 
+
+def connect_with_run(database: str, **kwargs: Any) -> SqliteConnection:
+    """aiosqlite's connection as it is (its cursors stream rows, which LangGraph's
+    checkpointer relies on), with `run` for code of our own."""
+    return SqliteConnection(_connector(database, kwargs), 64)
+
+
+def _connector(database: str, kwargs: dict[str, Any]) -> Any:
     def connector() -> sqlite3.Connection:
         return sqlite3.connect(database, **kwargs)
 
-    connection = OneTripConnection(connector, iter_chunk_size)
-    connection._thread.daemon = True  # as SQLAlchemy does for aiosqlite's own
-    return connection
+    return connector

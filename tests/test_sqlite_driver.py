@@ -3,6 +3,7 @@ and used directly (as LangGraph's checkpointer uses it)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,18 @@ async def test_cursor_used_directly(tmp_path: Path) -> None:
         assert [d[0] for d in cursor.description] == ["n"]
         assert await cursor.fetchall() == [(3,), (4,)]
         assert await cursor.fetchall() == []  # read once, as a DB-API cursor
+
+
+async def test_a_whole_transaction_in_one_trip(tmp_path: Path) -> None:
+    def count_after_insert(connection: sqlite3.Connection, value: int) -> int:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("INSERT INTO t VALUES (?)", (value,))
+        connection.commit()
+        return int(connection.execute("SELECT count(*) FROM t").fetchone()[0])
+
+    connection = sqlite_driver.connect_with_run(str(tmp_path / "three.db"))
+    async with connection:
+        await connection.execute("CREATE TABLE t (n INTEGER)")
+        await connection.commit()
+        assert await connection.run(count_after_insert, connection.sqlite_connection, 1) == 1
+        assert await connection.run(count_after_insert, connection.sqlite_connection, 2) == 2

@@ -12,13 +12,16 @@ and SQL of LangGraph's own savers, the one place that depends on their insides.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from common.sqlite_driver import SqliteConnection
 
 FENCE_QUERY = "SELECT epoch FROM run_fences WHERE run_id = {}"
 
@@ -114,20 +117,26 @@ async def _on_sqlite(
         for idx, (channel, value) in enumerate(writes)
     ]
     await saver.setup()
-    async with saver.lock:
-        if saver.conn.in_transaction:  # left open by an insert the fence trigger aborted
-            await saver.conn.rollback()
+
+    def transaction(connection: sqlite3.Connection) -> int | None:
+        """On the connection's thread: the fence check and the writes in one trip."""
+        if connection.in_transaction:  # left open by an insert the fence trigger aborted
+            connection.rollback()
         # IMMEDIATE takes the write lock first: no other process can move the
         # fence between the read and the insert.
-        await saver.conn.execute("BEGIN IMMEDIATE")
+        connection.execute("BEGIN IMMEDIATE")
         try:
-            cursor = await saver.conn.execute(FENCE_QUERY.format("?"), (run_id,))
-            row = await cursor.fetchone()
+            row = connection.execute(FENCE_QUERY.format("?"), (run_id,)).fetchone()
             newer = _newer(None if row is None else row[0], epoch)
             if newer is None:
-                await saver.conn.executemany(query, rows)
+                connection.executemany(query, rows)
         except BaseException:
-            await saver.conn.rollback()
+            connection.rollback()
             raise
-        await saver.conn.commit()
+        connection.commit()
+        return newer
+
+    connection = cast(SqliteConnection, saver.conn)  # see persistence.open_checkpointer
+    async with saver.lock:
+        newer: int | None = await connection.run(transaction, connection.sqlite_connection)
     return newer

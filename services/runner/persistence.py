@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from common import sqlite_driver
 from common.settings import Settings
 
 
@@ -31,11 +32,13 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
     else:
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-        async with AsyncSqliteSaver.from_conn_string(url) as saver:
+        # As `AsyncSqliteSaver.from_conn_string`, on a connection that can `run`.
+        async with sqlite_driver.connect_with_run(url) as connection:
+            sqlite_saver = AsyncSqliteSaver(connection)
             if setup:
-                await saver.setup()
-            await relax_sync(saver.conn)
-            yield saver
+                await sqlite_saver.setup()
+            await relax_sync(sqlite_saver.conn)
+            yield sqlite_saver
 
 
 @contextlib.asynccontextmanager
