@@ -116,7 +116,7 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
                 yield journal_pb2.SubscribeItem(end=True)
                 return
             for part in _by_size(batch):
-                yield journal_pb2.SubscribeItem(events=_wire(part))
+                yield _item(part)
 
     async def GetStats(self, request, context):  # type: ignore[no-untyped-def]
         return journal_pb2.JournalStatsReply(json=codec.dumps(STATS.as_dict()))
@@ -136,8 +136,12 @@ def _by_size(batch: list[StoredEvent]) -> list[list[StoredEvent]]:
     return parts
 
 
-def _wire(batch: list[StoredEvent]) -> list[journal_pb2.RunEvent]:
-    return [journal_pb2.RunEvent(seq=e.seq, event=e.event, data=e.data) for e in batch]
+def _item(batch: list[StoredEvent]) -> journal_pb2.SubscribeItem:
+    item = journal_pb2.SubscribeItem()
+    add = item.events.add  # half the cost of building each RunEvent first
+    for event in batch:
+        add(seq=event.seq, event=event.event, data=event.data)
+    return item
 
 
 def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJournalHub:
