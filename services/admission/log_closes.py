@@ -49,10 +49,13 @@ log = logging.getLogger("waybill.admission.log_closes")
 BATCH = 64  # rows claimed (and closed concurrently) per round
 
 
+LOG_CLOSE_OWED = insert(log_closes)  # built once: it is part of every run's end
+
+
 async def owe_close(conn: AsyncConnection, run_id: str, epoch: int, grace_seconds: float) -> None:
     """Part of a terminal write's transaction: the run's log must be closed."""
     close_at = codec.now_utc() + timedelta(seconds=grace_seconds)
-    await conn.execute(insert(log_closes).values(run_id=run_id, epoch=epoch, close_at=close_at))
+    await conn.execute(LOG_CLOSE_OWED, {"run_id": run_id, "epoch": epoch, "close_at": close_at})
 
 
 class LogCloseStore:

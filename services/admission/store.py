@@ -86,6 +86,16 @@ THREAD_AND_ACTIVITY = {lock: _thread_and_activity(lock) for lock in (False, True
 RUN_INSERT = insert(runs)
 THREAD_INSERT = insert(threads)
 THREAD_STAMP = update(threads).where(threads.c.thread_id == bindparam("stamped_thread_id"))
+# A run's end, built once for the same reason (it is on the way to its stream's end):
+# what the end reads of the run, and its conditional terminal write.
+RUN_TO_END: Select[Any] = select(
+    runs.c.run_id, runs.c.thread_id, runs.c.owner_id, runs.c.epoch, runs.c.status
+).where(runs.c.run_id == bindparam("ending_run_id"))
+RUN_END = update(runs).where(
+    runs.c.run_id == bindparam("ending_run_id"),
+    runs.c.epoch == bindparam("ending_epoch"),
+    runs.c.status.in_(bindparam("ending_sources", expanding=True)),
+)
 
 
 def _owned_by(owner: str | None) -> list[Any]:
@@ -643,7 +653,7 @@ class AdmissionStore:
     async def finish_run(self, report: RunEnd) -> bool:
         """Write a terminal status; refused (False) for a stale epoch or a finished run."""
         async with self.engine.begin() as conn:
-            row = (await conn.execute(select(runs).where(runs.c.run_id == report.run_id))).first()
+            row = (await conn.execute(RUN_TO_END, {"ending_run_id": report.run_id})).first()
             if (
                 row is None
                 or row.epoch != report.epoch
@@ -687,20 +697,18 @@ class AdmissionStore:
         now = codec.now_utc()
         ending: dict[str, Any] = {} if usage is None else {"usage": usage}
         written = await conn.execute(
-            update(runs)
-            .where(
-                runs.c.run_id == row.run_id,
-                runs.c.epoch == row.epoch,
-                runs.c.status.in_(allowed_sources(status)),
-            )
-            .values(
-                status=status,
-                stop_reason=stop_reason,
-                lease_owner=None,
-                lease_expires_at=None,
-                updated_at=now,
+            RUN_END,
+            {
+                "ending_run_id": row.run_id,
+                "ending_epoch": row.epoch,
+                "ending_sources": list(allowed_sources(status)),
+                "status": status,
+                "stop_reason": stop_reason,
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "updated_at": now,
                 **ending,
-            )
+            },
         )
         if not written.rowcount:
             log.warning("run %s: ended concurrently; %s not written", row.run_id, status)
@@ -719,9 +727,7 @@ class AdmissionStore:
         if values is not None:
             thread_values["values"] = values
             thread_values["interrupts"] = interrupts or {}
-        await conn.execute(
-            update(threads).where(threads.c.thread_id == row.thread_id).values(**thread_values)
-        )
+        await conn.execute(THREAD_STAMP, {"stamped_thread_id": row.thread_id, **thread_values})
         return True
 
 
