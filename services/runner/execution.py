@@ -390,8 +390,7 @@ class RunExecution:
         turn_due = 0.0  # the first frame goes out at once
         try:
             async for frames in self._frames(graph):
-                for name, payload in frames:
-                    self.sink.emit(name, payload)
+                self.sink.emit_all(frames)
                 # A graph that streams without awaiting anything (a fast model)
                 # would starve the journal sink: give the loop a turn now and then,
                 # not after every chunk, so that a burst goes out in a few batches.

@@ -37,17 +37,21 @@ class JournalSink:
         self.epoch = epoch
         self.fence = fence
         self.waiting_for_turn = False  # the link's bookkeeping
-        self._buffer: list[journal_pb2.RunEvent] = []
+        self._buffer: list[tuple[str, bytes]] = []  # (event, data), made into a batch later
         self._emitted = 0
         self._answered = 0
         self._failure: BaseException | None = None
         self._progress = asyncio.Event()
 
     def emit(self, event: str, data: bytes) -> None:
+        self.emit_all([(event, data)])
+
+    def emit_all(self, frames: list[tuple[str, bytes]]) -> None:
+        """Queue frames (event, data) in order; one call per chunk of the graph's stream."""
         if self._failure is not None:
             raise self._failure
-        self._buffer.append(journal_pb2.RunEvent(event=event, data=data))
-        self._emitted += 1
+        self._buffer.extend(frames)
+        self._emitted += len(frames)
         self.link.request_turn(self)
 
     # ---- called by the link -------------------------------------------------------
@@ -62,7 +66,11 @@ class JournalSink:
             self.fail(error)
             return None
         batch, self._buffer = self._buffer, []
-        return journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch, events=batch)
+        request = journal_pb2.AppendRequest(run_id=self.run_id, epoch=self.epoch)
+        add = request.events.add  # cheaper than making each RunEvent first
+        for event, data in batch:
+            add(event=event, data=data)
+        return request
 
     def answered(self, answer: journal_pb2.AppendResponse, count: int) -> None:
         if answer.error:
