@@ -15,8 +15,6 @@ them), on a `SqliteConnection` whose `run` lets the runner's fenced writes
 Trips matter most while a model streams: the event loop's thread then holds the
 GIL, and the connection's thread gets it back only every switch interval (5 ms),
 so each trip of a write started before the stream waits until it ends.
-LangGraph's SQLite checkpointer keeps aiosqlite's own connection: its few
-statements per run showed no difference when measured.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ class SnapshotGate:
     """Held shut until a run's before-snapshot of its workspace is taken.
 
     Only these tools change a run's workspace, so the before-snapshot is taken
-    when the first of them asks (or when the graph ends, if none did), never on
+    when the first of them asks (if none did, delivery takes it with the run's
+    receipt: the workspace is then as the run found it), never on
     the way to the run's first token; the tool waits here until it is stored, so
     the snapshot never sees a change the run made. Tools run in worker threads,
     hence a thread Event; `start` must be thread-safe.
