@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from common import codec
 from common.errors import ServiceError, busy, conflict, not_found
@@ -103,6 +103,21 @@ def files_from_json(text: str) -> list[FileEntry]:
     return [FileEntry(**entry) for entry in json.loads(text)]
 
 
+async def _insert_first_snapshot(
+    conn: AsyncConnection,
+    run_id: str,
+    thread_id: str,
+    epoch: int,
+    files: list[FileEntry],
+    at: datetime,
+) -> None:
+    await conn.execute(
+        insert(workspace_snapshots).values(
+            run_id=run_id, thread_id=thread_id, epoch=epoch, files=files_json(files), created_at=at
+        )
+    )
+
+
 class ReceiptStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -122,18 +137,10 @@ class ReceiptStore:
             return existing, True
         try:
             async with self.engine.begin() as conn:
-                await conn.execute(
-                    insert(workspace_snapshots).values(
-                        run_id=run_id,
-                        thread_id=thread_id,
-                        epoch=epoch,
-                        files=files_json(files),
-                        created_at=now,
-                    )
-                )
+                await _insert_first_snapshot(conn, run_id, thread_id, epoch, files, now)
         except IntegrityError:  # a twin call stored it first
             raced = await self.first_snapshot(run_id)
-            return (raced or files), True
+            return (files if raced is None else raced), True
         return files, False
 
     async def continued_snapshot(self, previous_run_id: str) -> list[FileEntry] | None:
@@ -174,14 +181,13 @@ class ReceiptStore:
         try:
             async with self.engine.begin() as conn:
                 if first_snapshot is not None:
-                    await conn.execute(
-                        insert(workspace_snapshots).values(
-                            run_id=receipt.run_id,
-                            thread_id=receipt.thread_id,
-                            epoch=receipt.epoch,
-                            files=files_json(first_snapshot),
-                            created_at=receipt.created_at,
-                        )
+                    await _insert_first_snapshot(
+                        conn,
+                        receipt.run_id,
+                        receipt.thread_id,
+                        receipt.epoch,
+                        first_snapshot,
+                        receipt.created_at,
                     )
                 newest = (
                     await conn.execute(
