@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from common.sql import create_engine
 from services.journal.hub import END, HubConfig, JournalHub
 from services.journal.redis_hub import RedisConfig, RedisJournalHub
 from services.journal.stats import STATS
-from services.journal.store import SQLITE_ROWS_PER_INSERT, JournalStore, StoredEvent, run_logs
+from services.journal.store import JournalStore, StoredEvent, run_event_batches, run_logs
 from tests.stacks import SHARED_REDIS
 
 
@@ -57,18 +57,91 @@ async def test_events_are_numbered_and_replayed_after_eviction(hub: JournalHub) 
     ]
 
 
-async def test_a_batch_larger_than_one_sqlite_insert_is_stored_whole(tmp_path: Path) -> None:
+def token_frames(run_id: str, first: int, count: int) -> list[StoredEvent]:
+    """Events like a streaming model's: each carries the same ~600 bytes of metadata."""
+    metadata = b'{"langgraph_node":"model","langgraph_step":1,"thread_id":"' + b"t" * 520 + b'"}'
+    return [
+        StoredEvent(run_id, seq, "messages", b'[{"content":"tok%d"},%s]' % (seq, metadata))
+        for seq in range(first, first + count)
+    ]
+
+
+async def stored_rows(store: JournalStore, run_id: str) -> list[tuple[int, int, int]]:
+    """(first_seq, last_seq, bytes stored) of each of the run's rows."""
+    batches = run_event_batches.c
+    query = (
+        select(batches.first_seq, batches.last_seq, func.length(batches.frames))
+        .where(batches.run_id == run_id)
+        .order_by(batches.first_seq)
+    )
+    async with store.engine.connect() as conn:
+        return [tuple(row) for row in (await conn.execute(query)).all()]
+
+
+async def test_each_write_stores_a_run_as_one_compressed_row(tmp_path: Path) -> None:
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+    events = token_frames(run_id, 0, 2000)
+    try:
+        for start in range(0, 2000, 500):  # two runs' events interleaved in each write
+            await store.write(events[start : start + 500] + token_frames(other, start, 1), {})
+        rows = await stored_rows(store, run_id)
+        assert [(first, last) for first, last, _ in rows] == [
+            (0, 499),
+            (500, 999),
+            (1000, 1499),
+            (1500, 1999),
+        ]
+        raw = sum(len(e.data) + len(e.event) for e in events)
+        assert sum(size for _, _, size in rows) * 20 < raw  # compressed, not just packed
+        # `other` got 0, 500, 1000, 1500: not consecutive, so one row each.
+        assert [(f, last) for f, last, _ in await stored_rows(store, other)] == [
+            (0, 0),
+            (500, 500),
+            (1000, 1000),
+            (1500, 1500),
+        ]
+        await store.mark_closed(run_id, 1)
+        stored = await store.load(run_id)
+        assert stored is not None and stored.events == events
+        page = await store.page(run_id, 730, 100)  # from inside a row, fewer than a row
+        assert page.events == events[730:830] and not page.closed
+        tail = await store.page(run_id, 1990, 100)
+        assert tail.events == events[1990:] and tail.closed
+    finally:
+        await store.engine.dispose()
+
+
+async def test_overlapping_and_retried_rows_give_each_event_once(tmp_path: Path) -> None:
+    """A retried write that had committed, and events copied from Redis at other
+    boundaries than the rows already stored (a replica that died), overlap."""
     store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
     await store.migrate()
     run_id = str(uuid.uuid4())
-    count = 2 * SQLITE_ROWS_PER_INSERT + 7  # three statements: two full, one short
-    events = [StoredEvent(run_id, seq, "values", str(seq).encode()) for seq in range(count)]
-    await store.write(events, {run_id: 1})
-    await store.write(events[:10], {})  # a retried batch changes nothing
-    stored = await store.load(run_id)
-    await store.engine.dispose()
-    assert stored is not None
-    assert [(e.seq, e.data) for e in stored.events] == [(e.seq, e.data) for e in events]
+    events = token_frames(run_id, 0, 300)
+    try:
+        await store.write(events[:100], {run_id: 1})
+        await store.write(events[:100], {})  # retried: changes nothing
+        await store.write(events[200:300], {})  # 100..199 not stored yet: a hole
+        assert len(await stored_rows(store, run_id)) == 2
+        assert await store.stored_through(run_id, 299) == 200
+        await store.mark_closed(run_id, 1)
+        hole = await store.page(run_id, 50, 1000)
+        assert hole.events == events[50:100] and not hole.closed  # never past a hole
+
+        await store.write(events[:250], {})  # the copy: overlaps all three stretches
+        assert len(await stored_rows(store, run_id)) == 3
+        assert await store.stored_through(run_id, 299) == 300
+        assert await store.stored_through(run_id, 149) == 150
+        whole = await store.page(run_id, 0, 1000)
+        assert whole.events == events and whole.closed
+        loaded = await store.load(run_id)
+        assert loaded is not None and loaded.events == events
+        head = await store.head(run_id)
+        assert head is not None and head.next_seq == 300
+    finally:
+        await store.engine.dispose()
 
 
 async def test_the_sql_write_lingers_for_more_events_but_never_delays_a_flush(

@@ -22,6 +22,7 @@ import redis
 
 from common import codec
 from common.launch import Stack
+from services.journal.store import unpack
 from tests.stacks import (
     SHARED_REDIS,
     drop_redis_keys,
@@ -126,12 +127,13 @@ async def sse_ids(lines: AsyncIterator[str]) -> AsyncIterator[int]:
 
 
 def stored_seqs(database_url: str, run_id: str) -> list[int]:
+    """Every number stored for the run, in order, once (batch rows may overlap)."""
     url = database_url.replace("postgresql+asyncpg://", "postgresql://")
     with psycopg.connect(url) as conn:
         rows = conn.execute(
-            "SELECT seq FROM run_events WHERE run_id = %s ORDER BY seq", (run_id,)
+            "SELECT frames FROM run_event_batches WHERE run_id = %s", (run_id,)
         ).fetchall()
-    return [row[0] for row in rows]
+    return sorted({event.seq for (frames,) in rows for event in unpack(run_id, frames)})
 
 
 # ---- (1) every Last-Event-ID ------------------------------------------------------------

@@ -124,3 +124,75 @@ def test_wait_returns_once_another_run_has_migrated(tmp_path: Path) -> None:
     finally:
         if waiter.poll() is None:
             waiter.kill()
+
+
+def journal_to(database: Path, revision: str, down: bool = False) -> None:
+    """Move the journal's SQLite schema up (or `down`) to `revision` (Alembic, no service)."""
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import create_engine as create_sync_engine
+
+    from services.journal.store import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    script = ScriptDirectory.from_config(config)
+
+    def steps(current, _context):  # type: ignore[no-untyped-def]
+        if down:
+            return script._downgrade_revs(revision, current)
+        return script._upgrade_revs(revision, current)
+
+    engine = create_sync_engine(f"sqlite:///{database}")
+    with engine.begin() as connection, EnvironmentContext(config, script, fn=steps) as env:
+        env.configure(
+            connection=connection, version_table="alembic_version_journal", render_as_batch=True
+        )
+        with env.begin_transaction():
+            env.run_migrations()
+    engine.dispose()
+
+
+def test_stored_events_move_into_batch_rows_and_back(tmp_path: Path) -> None:
+    """0005 packs the events stored one row each into compressed batches; the
+    store reads them as before, and a downgrade unpacks them again."""
+    import asyncio
+    import uuid
+
+    from common.sql import create_engine
+    from services.journal.store import JournalStore
+
+    database = tmp_path / "journal.db"
+    journal_to(database, "0004")
+    run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+    events = [(run_id, seq, "messages", b'["tok%d"]' % seq) for seq in range(1100)]
+    events += [(other, seq, "values", b"{}") for seq in range(3)]
+    with sqlite3.connect(database) as conn:
+        conn.executemany(
+            "INSERT INTO run_events VALUES (?, ?, ?, ?, '2026-11-30 10:00:00.000000')", events
+        )
+        conn.execute("INSERT INTO run_logs VALUES (?, 1, '2026-11-30 10:00:01.000000')", (run_id,))
+        conn.execute("INSERT INTO run_logs VALUES (?, 1, NULL)", (other,))  # still open
+    journal_to(database, "0005")
+
+    rows = sqlite3.connect(database).execute(
+        "SELECT first_seq, last_seq FROM run_event_batches WHERE run_id = ? ORDER BY first_seq",
+        (run_id,),
+    )
+    assert list(rows) == [(0, 511), (512, 1023), (1024, 1099)]
+
+    async def read_back() -> list[tuple[str, int, str, bytes]]:
+        store = JournalStore(create_engine(f"sqlite+aiosqlite:///{database}"))
+        try:
+            logs = [await store.load(run) for run in (run_id, other)]
+            page = await store.page(run_id, 1000, 500)
+        finally:
+            await store.engine.dispose()
+        assert page.closed and [e.seq for e in page.events] == list(range(1000, 1100))
+        return [tuple(event) for log in logs if log is not None for event in log.events]
+
+    assert asyncio.run(read_back()) == events
+    journal_to(database, "0004", down=True)
+    back = sqlite3.connect(database).execute("SELECT * FROM run_events ORDER BY run_id, seq")
+    assert sorted(row[:4] for row in back) == sorted(events)

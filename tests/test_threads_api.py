@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from common.launch import Stack
 from services.delivery.store import receipts
-from services.journal.store import run_events, run_logs
+from services.journal.store import run_event_batches, run_logs
 from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.test_runs import says
 from waybill.v1 import delivery_pb2, delivery_pb2_grpc, journal_pb2, journal_pb2_grpc
@@ -62,7 +62,11 @@ async def receipt_outcome(stack: Stack, run_id: str) -> int:
 async def rows_left(stack: Stack, run_ids: list[str]) -> dict[str, int]:
     """What the journal's and delivery's databases still hold for these runs."""
     counts: dict[str, int] = {}
-    for service, table in (("journal", run_events), ("journal", run_logs), ("delivery", receipts)):
+    for service, table in (
+        ("journal", run_event_batches),
+        ("journal", run_logs),
+        ("delivery", receipts),
+    ):
         engine = create_async_engine(stack.settings.sqlalchemy_url(service))
         try:
             async with engine.connect() as conn:
@@ -284,7 +288,7 @@ async def test_delete_removes_runs_events_receipts_state_and_workspace(
         assert (await journal_events(stack, run_id))[0] == "metadata"
         assert await receipt_outcome(stack, run_id) > 0
     before = await rows_left(stack, run_ids)
-    assert before["run_events"] > 0 and before["run_logs"] == 2 and before["receipts"] == 2
+    assert before["run_event_batches"] > 0 and before["run_logs"] == 2 and before["receipts"] == 2
 
     await client.threads.delete(thread_id)
 
@@ -296,7 +300,7 @@ async def test_delete_removes_runs_events_receipts_state_and_workspace(
         assert (await http.get(f"/threads/{thread_id}/runs/{run_id}/join")).status_code == 404
         assert await grpc_code(journal_events(stack, run_id)) == grpc.StatusCode.NOT_FOUND
         assert await grpc_code(receipt_outcome(stack, run_id)) == grpc.StatusCode.NOT_FOUND
-    assert await rows_left(stack, run_ids) == {"run_events": 0, "run_logs": 0, "receipts": 0}
+    assert await rows_left(stack, run_ids) == {"run_event_batches": 0, "run_logs": 0, "receipts": 0}
     assert not workspace.exists()
     assert (await http.delete(f"/threads/{thread_id}")).status_code == 404
 
@@ -340,7 +344,7 @@ async def test_deleting_a_run_forgets_its_events_and_receipt(
 
     assert await grpc_code(journal_events(stack, oldest)) == grpc.StatusCode.NOT_FOUND
     assert await grpc_code(receipt_outcome(stack, oldest)) == grpc.StatusCode.NOT_FOUND
-    assert (await rows_left(stack, [oldest]))["run_events"] == 0
+    assert (await rows_left(stack, [oldest]))["run_event_batches"] == 0
     assert (await journal_events(stack, newest))[0] == "metadata"  # the other run keeps its own
     assert await receipt_outcome(stack, newest) > 0
     assert (await http.get(f"/threads/{thread_id}")).status_code == 200

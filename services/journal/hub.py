@@ -3,9 +3,10 @@
 Design
 ------
 Every run has one log: events numbered 0, 1, 2, ... with no gap (`metadata` is
-0; SSE `id:` is the number). The SQL table `run_events` is the durable copy,
-written in batches right behind the live path (`writer.py`); `Flush` waits for
-it, and the runner flushes before it writes the run's receipt and status.
+0; SSE `id:` is the number). SQL is the durable copy (`run_event_batches`, a
+compressed row per batch: `store.py`), written right behind the live path
+(`writer.py`); `Flush` waits for it, and the runner flushes before it writes the
+run's receipt and status.
 
 Two live paths, one contract:
 

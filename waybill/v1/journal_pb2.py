@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\"\x15\n\x13JournalStatsRequest\"!\n\x11JournalStatsReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\" \n\rForgetRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x0e\x46orgetResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x05\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"1\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x1f\n\rCloseResponse\x12\x0e\n\x06\x63losed\x18\x01 \x01(\x08\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\"H\n\tRunRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x12\n\ncreated_at\x18\x04 \x01(\t\"]\n\x14\x41ppendRecordsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12&\n\x07records\x18\x03 \x03(\x0b\x32\x15.waybill.v1.RunRecord\")\n\x15\x41ppendRecordsResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x86\x01\n\x12ListRecordsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05types\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x12\x12\n\x05\x61\x66ter\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0cnewest_first\x18\x06 \x01(\x08\x42\x08\n\x06_after\"=\n\x13ListRecordsResponse\x12&\n\x07records\x18\x01 \x03(\x0b\x32\x15.waybill.v1.RunRecord2\x8c\x05\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12I\n\x0c\x41ppendStream\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse(\x01\x30\x01\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x12?\n\x06\x46orget\x12\x19.waybill.v1.ForgetRequest\x1a\x1a.waybill.v1.ForgetResponse\x12T\n\rAppendRecords\x12 .waybill.v1.AppendRecordsRequest\x1a!.waybill.v1.AppendRecordsResponse\x12N\n\x0bListRecords\x12\x1e.waybill.v1.ListRecordsRequest\x1a\x1f.waybill.v1.ListRecordsResponse\x12J\n\x08GetStats\x12\x1f.waybill.v1.JournalStatsRequest\x1a\x1d.waybill.v1.JournalStatsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18waybill/v1/journal.proto\x12\nwaybill.v1\"\x15\n\x13JournalStatsRequest\"!\n\x11JournalStatsReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\" \n\rForgetRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x0e\x46orgetResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x05\"4\n\x08RunEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\r\n\x05\x65vent\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"3\n\x0bStoredBatch\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"T\n\rAppendRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.waybill.v1.RunEvent\"1\n\x0e\x41ppendResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x1e\n\x0c\x46lushRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"$\n\rFlushResponse\x12\x13\n\x0b\x64urable_seq\x18\x01 \x01(\x03\"-\n\x0c\x43loseRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\x1f\n\rCloseResponse\x12\x0e\n\x06\x63losed\x18\x01 \x01(\x08\"G\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x02 \x01(\x03\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"B\n\rSubscribeItem\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.waybill.v1.RunEvent\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x08\"H\n\tRunRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x12\n\ncreated_at\x18\x04 \x01(\t\"]\n\x14\x41ppendRecordsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12&\n\x07records\x18\x03 \x03(\x0b\x32\x15.waybill.v1.RunRecord\")\n\x15\x41ppendRecordsResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x03\"\x86\x01\n\x12ListRecordsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05types\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x12\x12\n\x05\x61\x66ter\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0cnewest_first\x18\x06 \x01(\x08\x42\x08\n\x06_after\"=\n\x13ListRecordsResponse\x12&\n\x07records\x18\x01 \x03(\x0b\x32\x15.waybill.v1.RunRecord2\x8c\x05\n\x07Journal\x12?\n\x06\x41ppend\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse\x12I\n\x0c\x41ppendStream\x12\x19.waybill.v1.AppendRequest\x1a\x1a.waybill.v1.AppendResponse(\x01\x30\x01\x12<\n\x05\x46lush\x12\x18.waybill.v1.FlushRequest\x1a\x19.waybill.v1.FlushResponse\x12<\n\x05\x43lose\x12\x18.waybill.v1.CloseRequest\x1a\x19.waybill.v1.CloseResponse\x12\x46\n\tSubscribe\x12\x1c.waybill.v1.SubscribeRequest\x1a\x19.waybill.v1.SubscribeItem0\x01\x12?\n\x06\x46orget\x12\x19.waybill.v1.ForgetRequest\x1a\x1a.waybill.v1.ForgetResponse\x12T\n\rAppendRecords\x12 .waybill.v1.AppendRecordsRequest\x1a!.waybill.v1.AppendRecordsResponse\x12N\n\x0bListRecords\x12\x1e.waybill.v1.ListRecordsRequest\x1a\x1f.waybill.v1.ListRecordsResponse\x12J\n\x08GetStats\x12\x1f.waybill.v1.JournalStatsRequest\x1a\x1d.waybill.v1.JournalStatsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,32 +41,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FORGETRESPONSE']._serialized_end=167
   _globals['_RUNEVENT']._serialized_start=169
   _globals['_RUNEVENT']._serialized_end=221
-  _globals['_APPENDREQUEST']._serialized_start=223
-  _globals['_APPENDREQUEST']._serialized_end=307
-  _globals['_APPENDRESPONSE']._serialized_start=309
-  _globals['_APPENDRESPONSE']._serialized_end=358
-  _globals['_FLUSHREQUEST']._serialized_start=360
-  _globals['_FLUSHREQUEST']._serialized_end=390
-  _globals['_FLUSHRESPONSE']._serialized_start=392
-  _globals['_FLUSHRESPONSE']._serialized_end=428
-  _globals['_CLOSEREQUEST']._serialized_start=430
-  _globals['_CLOSEREQUEST']._serialized_end=475
-  _globals['_CLOSERESPONSE']._serialized_start=477
-  _globals['_CLOSERESPONSE']._serialized_end=508
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=510
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=581
-  _globals['_SUBSCRIBEITEM']._serialized_start=583
-  _globals['_SUBSCRIBEITEM']._serialized_end=649
-  _globals['_RUNRECORD']._serialized_start=651
-  _globals['_RUNRECORD']._serialized_end=723
-  _globals['_APPENDRECORDSREQUEST']._serialized_start=725
-  _globals['_APPENDRECORDSREQUEST']._serialized_end=818
-  _globals['_APPENDRECORDSRESPONSE']._serialized_start=820
-  _globals['_APPENDRECORDSRESPONSE']._serialized_end=861
-  _globals['_LISTRECORDSREQUEST']._serialized_start=864
-  _globals['_LISTRECORDSREQUEST']._serialized_end=998
-  _globals['_LISTRECORDSRESPONSE']._serialized_start=1000
-  _globals['_LISTRECORDSRESPONSE']._serialized_end=1061
-  _globals['_JOURNAL']._serialized_start=1064
-  _globals['_JOURNAL']._serialized_end=1716
+  _globals['_STOREDBATCH']._serialized_start=223
+  _globals['_STOREDBATCH']._serialized_end=274
+  _globals['_APPENDREQUEST']._serialized_start=276
+  _globals['_APPENDREQUEST']._serialized_end=360
+  _globals['_APPENDRESPONSE']._serialized_start=362
+  _globals['_APPENDRESPONSE']._serialized_end=411
+  _globals['_FLUSHREQUEST']._serialized_start=413
+  _globals['_FLUSHREQUEST']._serialized_end=443
+  _globals['_FLUSHRESPONSE']._serialized_start=445
+  _globals['_FLUSHRESPONSE']._serialized_end=481
+  _globals['_CLOSEREQUEST']._serialized_start=483
+  _globals['_CLOSEREQUEST']._serialized_end=528
+  _globals['_CLOSERESPONSE']._serialized_start=530
+  _globals['_CLOSERESPONSE']._serialized_end=561
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=563
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=634
+  _globals['_SUBSCRIBEITEM']._serialized_start=636
+  _globals['_SUBSCRIBEITEM']._serialized_end=702
+  _globals['_RUNRECORD']._serialized_start=704
+  _globals['_RUNRECORD']._serialized_end=776
+  _globals['_APPENDRECORDSREQUEST']._serialized_start=778
+  _globals['_APPENDRECORDSREQUEST']._serialized_end=871
+  _globals['_APPENDRECORDSRESPONSE']._serialized_start=873
+  _globals['_APPENDRECORDSRESPONSE']._serialized_end=914
+  _globals['_LISTRECORDSREQUEST']._serialized_start=917
+  _globals['_LISTRECORDSREQUEST']._serialized_end=1051
+  _globals['_LISTRECORDSRESPONSE']._serialized_start=1053
+  _globals['_LISTRECORDSRESPONSE']._serialized_end=1114
+  _globals['_JOURNAL']._serialized_start=1117
+  _globals['_JOURNAL']._serialized_end=1769
 # @@protoc_insertion_point(module_scope)

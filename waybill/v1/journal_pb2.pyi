@@ -38,6 +38,12 @@ class RunEvent(_message.Message):
     data: bytes
     def __init__(self, seq: _Optional[int] = ..., event: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class StoredBatch(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[RunEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
+
 class AppendRequest(_message.Message):
     __slots__ = ("run_id", "epoch", "events")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
