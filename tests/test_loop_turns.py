@@ -8,6 +8,9 @@ import asyncio
 import threading
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
+from langgraph.graph import START, MessagesState, StateGraph
+
 from services.runner.loop_turns import LoopTurns
 from services.runner.models import ScriptedChatModel
 from services.runner.run_journal import RunJournal
@@ -87,4 +90,47 @@ async def test_on_the_event_loop_the_hook_is_the_turn_when_one_is_due() -> None:
     hook = journal.on_llm_new_token
     assert asyncio.iscoroutinefunction(hook)  # the first token: due at once
     await hook("token")
-    assert journal.on_llm_new_token("next token") is None  # the next turn is a minute away
+    # The second token's turn takes the first token out, however soon it comes.
+    second = journal.on_llm_new_token
+    assert asyncio.iscoroutinefunction(second)
+    await second("second token")
+    assert journal.on_llm_new_token("third token") is None  # the next turn is a minute away
+
+
+class TokenCount(BaseCallbackHandler):
+    """Counts the tokens a model has produced so far."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.produced = 0
+
+    def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+        self.produced += 1
+
+
+async def test_each_model_calls_first_token_reaches_the_graphs_consumer_at_once() -> None:
+    """Through LangGraph's stream (a waiter task, `asyncio.wait`, the consumer) a
+    chunk needs several loop iterations. The hook runs before LangGraph's handler
+    queues the token's chunk, so the turn at a call's second token gives them all:
+    its first token is out before the model makes its third."""
+    model = ScriptedChatModel()
+
+    async def ask(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke("/tokens 300")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("first", ask)
+    builder.add_node("second", ask)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    graph = builder.compile()
+    count = TokenCount()
+    journal = journal_with_turns(60.0)  # no turn but each call's first
+    produced_at_first_chunk: dict[str, int] = {}
+    config: Any = {"callbacks": [count, journal]}
+    async for chunk, metadata in graph.astream({"messages": []}, config, stream_mode="messages"):
+        node = metadata["langgraph_node"]
+        if chunk.content and node not in produced_at_first_chunk:
+            produced_at_first_chunk[node] = count.produced
+    assert produced_at_first_chunk == {"first": 2, "second": 301 + 2}

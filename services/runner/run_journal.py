@@ -169,6 +169,8 @@ class RunJournal(BaseCallbackHandler):
         metadata: dict[str, Any] | None,
         extra: dict[str, Any],
     ) -> None:
+        if self.turns is not None:
+            self.turns.model_started()
         metadata = metadata or {}
         call = Call(
             name=model_of(serialized, metadata),
