@@ -144,6 +144,32 @@ async def test_overlapping_and_retried_rows_give_each_event_once(tmp_path: Path)
         await store.engine.dispose()
 
 
+async def test_paging_gives_every_event_once_whatever_the_rows_hold(tmp_path: Path) -> None:
+    """Big rows (a burst) read a page at a time, and more one-event rows (a trickle)
+    than one read takes: the pages join up, and only the last says the log is closed."""
+    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    run_id = str(uuid.uuid4())
+    events = token_frames(run_id, 0, 1200)
+    try:
+        await store.write(events[:1000], {run_id: 1})  # one row of 1,000
+        for event in events[1000:]:  # then 200 rows of one
+            await store.write([event], {})
+        await store.mark_closed(run_id, 1)
+        pages, next_seq = [], 0
+        while True:
+            page = await store.page(run_id, next_seq, 64)
+            assert len(page.events) <= 64
+            pages.append(page)
+            if page.closed:
+                break
+            next_seq = page.events[-1].seq + 1
+        assert [e for page in pages for e in page.events] == events
+        assert [page.closed for page in pages].count(True) == 1
+    finally:
+        await store.engine.dispose()
+
+
 async def test_the_sql_write_lingers_for_more_events_but_never_delays_a_flush(
     tmp_path: Path,
 ) -> None:

@@ -61,8 +61,9 @@ SQLITE_BATCH_INSERT = (
 SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime on SQLite
 # zlib's fastest level: a batch of token frames still shrinks ~70x, in ~1 µs a frame.
 COMPRESSION_LEVEL = 1
-# Rows a replay reads at once: a few thousand events, however the writes batched them.
-ROWS_PER_READ = 16
+# Rows a replay reads at once (only as many are unpacked as its page needs): a
+# trickle of one event per row still pages well, a burst of 512 per row costs no more.
+ROWS_PER_READ = 64
 
 metadata = MetaData()
 run_event_batches = Table(
@@ -183,23 +184,28 @@ def batch_rows(events: Iterable[StoredEvent]) -> list[BatchRow]:
 
 
 def events_of(
-    run_id: str, rows: Iterable[Any], from_seq: int = 0
+    run_id: str, rows: Iterable[Any], from_seq: int = 0, limit: int | None = None
 ) -> tuple[list[StoredEvent], bool]:
-    """The unbroken events from `from_seq` in rows read in (`first_seq`, `last_seq`)
-    order, a number stored twice (overlapping rows) kept once; and whether they
-    stopped at a hole (numbers not stored yet) rather than at the rows' end."""
+    """Up to `limit` unbroken events from `from_seq`, in rows read in (`first_seq`,
+    `last_seq`) order, a number stored twice (overlapping rows) kept once; and
+    whether they reach the rows' end (False: they stopped at a hole, numbers not
+    stored yet, or at `limit`). Rows past what is needed are not unpacked."""
     events: list[StoredEvent] = []
     next_seq = from_seq
+    complete = True
     for row in rows:
         if row.last_seq < next_seq:
             continue  # all of it given already
-        if row.first_seq > next_seq:
-            return events, True
+        if row.first_seq > next_seq or (limit is not None and len(events) >= limit):
+            complete = False
+            break
         for event in unpack(run_id, bytes(row.frames)):
             if event.seq >= next_seq:
                 events.append(event)
                 next_seq = event.seq + 1
-    return events, False
+    if limit is not None and len(events) > limit:
+        return events[:limit], False
+    return events, complete
 
 
 def covered(stretches: Iterable[tuple[int, int]], upto: int) -> int:
@@ -244,7 +250,7 @@ class JournalStore:
             if state.epoch is None:
                 return None
             rows = (await conn.execute(ROWS.where(run_event_batches.c.run_id == run_id))).all()
-        events, _hole = events_of(run_id, rows)
+        events, _complete = events_of(run_id, rows)
         return StoredLog(epoch=state.epoch, closed=state.closed_at is not None, events=events)
 
     async def write(self, events: list[StoredEvent], opened: dict[str, int]) -> None:
@@ -341,10 +347,10 @@ class JournalStore:
             query = select(run_logs.c.closed_at).where(run_logs.c.run_id == run_id)
             head = (await conn.execute(query)).first()
             gone = await _gone(conn, run_id) if head is None else None
-        events, hole = events_of(run_id, rows, from_seq)
-        at_end = not hole and len(rows) < ROWS_PER_READ and len(events) <= limit
+        events, complete = events_of(run_id, rows, from_seq, limit)
+        at_end = complete and len(rows) < ROWS_PER_READ
         closed = head is not None and head.closed_at is not None and at_end
-        return SqlPage(events[:limit], closed=closed or gone is not None, gone=gone)
+        return SqlPage(events, closed=closed or gone is not None, gone=gone)
 
     async def stored_through(self, run_id: str, upto: int) -> int:
         """How many of the run's events numbered `upto` or below are stored."""
