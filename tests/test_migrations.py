@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -126,8 +127,9 @@ def test_wait_returns_once_another_run_has_migrated(tmp_path: Path) -> None:
             waiter.kill()
 
 
-def journal_to(database: Path, revision: str, down: bool = False) -> None:
-    """Move the journal's SQLite schema up (or `down`) to `revision` (Alembic, no service)."""
+def journal_to(url: str, revision: str, down: bool = False) -> None:
+    """Move the journal's schema up (or `down`) to `revision`: Alembic on a plain
+    synchronous connection, no service (`url`: sqlite:/// or postgresql+psycopg://)."""
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
     from alembic.script import ScriptDirectory
@@ -144,55 +146,86 @@ def journal_to(database: Path, revision: str, down: bool = False) -> None:
             return script._downgrade_revs(revision, current)
         return script._upgrade_revs(revision, current)
 
-    engine = create_sync_engine(f"sqlite:///{database}")
+    engine = create_sync_engine(url)
     with engine.begin() as connection, EnvironmentContext(config, script, fn=steps) as env:
         env.configure(
-            connection=connection, version_table="alembic_version_journal", render_as_batch=True
+            connection=connection,
+            version_table="alembic_version_journal",
+            render_as_batch=url.startswith("sqlite"),
         )
         with env.begin_transaction():
             env.run_migrations()
     engine.dispose()
 
 
-def test_stored_events_move_into_batch_rows_and_back(tmp_path: Path) -> None:
-    """0005 packs the events stored one row each into compressed batches; the
-    store reads them as before, and a downgrade unpacks them again."""
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(synchronous URL, the service's async URL) of an empty journal database."""
+    if request.param == "sqlite":
+        path = tmp_path / "journal.db"
+        yield f"sqlite:///{path}", f"sqlite+aiosqlite:///{path}"
+        return
+    with fresh_postgres_database() as url:
+        yield url.replace("+asyncpg", "+psycopg"), url
+
+
+def test_stored_events_move_into_batch_rows_and_back(journal_database: tuple[str, str]) -> None:
+    """0005 packs the events stored one row each into compressed batches (through the
+    services' own migrate, asyncpg on Postgres); the store reads them as before, and
+    a downgrade unpacks them again."""
     import asyncio
     import uuid
+    from datetime import UTC, datetime
+
+    from sqlalchemy import create_engine as create_sync_engine
+    from sqlalchemy import text
 
     from common.sql import create_engine
     from services.journal.store import JournalStore
 
-    database = tmp_path / "journal.db"
-    journal_to(database, "0004")
+    sync_url, async_url = journal_database
+    journal_to(sync_url, "0004")
     run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
-    events = [(run_id, seq, "messages", b'["tok%d"]' % seq) for seq in range(1100)]
+    # More events than the migration reads at a time (2,000): stretches span its pages.
+    events = [(run_id, seq, "messages", b'["tok%d"]' % seq) for seq in range(4100)]
     events += [(other, seq, "values", b"{}") for seq in range(3)]
-    with sqlite3.connect(database) as conn:
-        conn.executemany(
-            "INSERT INTO run_events VALUES (?, ?, ?, ?, '2026-11-30 10:00:00.000000')", events
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    database = create_sync_engine(sync_url)
+    with database.begin() as conn:
+        conn.execute(
+            text("INSERT INTO run_events VALUES (:r, :s, :e, :d, :at)"),
+            [{"r": r, "s": s, "e": e, "d": d, "at": at} for r, s, e, d in events],
         )
-        conn.execute("INSERT INTO run_logs VALUES (?, 1, '2026-11-30 10:00:01.000000')", (run_id,))
-        conn.execute("INSERT INTO run_logs VALUES (?, 1, NULL)", (other,))  # still open
-    journal_to(database, "0005")
+        conn.execute(
+            text("INSERT INTO run_logs VALUES (:r, 1, :closed)"),
+            [{"r": run_id, "closed": at}, {"r": other, "closed": None}],  # other: still open
+        )
 
-    rows = sqlite3.connect(database).execute(
-        "SELECT first_seq, last_seq FROM run_event_batches WHERE run_id = ? ORDER BY first_seq",
-        (run_id,),
-    )
-    assert list(rows) == [(0, 511), (512, 1023), (1024, 1099)]
-
-    async def read_back() -> list[tuple[str, int, str, bytes]]:
-        store = JournalStore(create_engine(f"sqlite+aiosqlite:///{database}"))
+    async def upgrade_and_read() -> list[tuple[str, int, str, bytes]]:
+        store = JournalStore(create_engine(async_url))
         try:
+            await store.migrate()
             logs = [await store.load(run) for run in (run_id, other)]
-            page = await store.page(run_id, 1000, 500)
+            page = await store.page(run_id, 4000, 500)
         finally:
             await store.engine.dispose()
-        assert page.closed and [e.seq for e in page.events] == list(range(1000, 1100))
+        assert page.closed and [e.seq for e in page.events] == list(range(4000, 4100))
         return [tuple(event) for log in logs if log is not None for event in log.events]
 
-    assert asyncio.run(read_back()) == events
-    journal_to(database, "0004", down=True)
-    back = sqlite3.connect(database).execute("SELECT * FROM run_events ORDER BY run_id, seq")
-    assert sorted(row[:4] for row in back) == sorted(events)
+    assert asyncio.run(upgrade_and_read()) == events
+    with database.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT first_seq, last_seq FROM run_event_batches "
+                "WHERE run_id = :r ORDER BY first_seq"
+            ),
+            {"r": run_id},
+        )
+        stretches = [(first, min(first + 511, 4099)) for first in range(0, 4100, 512)]
+        assert [tuple(row) for row in rows] == stretches
+
+    journal_to(sync_url, "0004", down=True)
+    with database.connect() as conn:
+        back = conn.execute(text("SELECT run_id, seq, event, data FROM run_events"))
+        assert sorted((r, s, e, bytes(d)) for r, s, e, d in back) == sorted(events)
+    database.dispose()

@@ -7,7 +7,9 @@ Revision ID: 0005
 """
 
 import zlib
+from collections.abc import Iterable, Iterator
 from itertools import groupby
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -20,6 +22,7 @@ branch_labels = None
 depends_on = None
 
 EVENTS_PER_ROW = 512
+PAGE_ROWS = 2000  # rows read at a time
 
 run_events = sa.table(
     "run_events",
@@ -49,9 +52,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
     bind = op.get_bind()
-    rows = bind.execute(sa.select(run_events).order_by(run_events.c.run_id, run_events.c.seq))
+    rows = _pages(bind, run_events, (run_events.c.run_id, run_events.c.seq))
     for run_id, events in groupby(rows, key=lambda row: row.run_id):
-        for batch in _stretches(list(events)):
+        for batch in _stretches(events):
             packed = journal_pb2.StoredBatch()
             for row in batch:
                 packed.events.add(seq=row.seq, event=row.event, data=bytes(row.data))
@@ -67,16 +70,32 @@ def upgrade() -> None:
     op.drop_table("run_events")
 
 
-def _stretches(rows: list) -> list[list]:  # type: ignore[type-arg]
+def _pages(bind: Any, table: Any, key: tuple[Any, ...]) -> Iterator[Any]:
+    """Every row of `table` in `key` order, read a page at a time: a journal may hold
+    days of events, and no cursor stays open while the rows are written elsewhere
+    (asyncpg allows one operation at a time on a connection)."""
+    after: tuple[Any, ...] | None = None
+    while True:
+        query = sa.select(table).order_by(*key).limit(PAGE_ROWS)
+        if after is not None:
+            query = query.where(sa.tuple_(*key) > sa.tuple_(*after))
+        page = bind.execute(query).all()
+        yield from page
+        if len(page) < PAGE_ROWS:
+            return
+        after = tuple(getattr(page[-1], column.name) for column in key)
+
+
+def _stretches(rows: Iterable[Any]) -> Iterator[list[Any]]:
     """A run's rows in order -> unbroken stretches of at most EVENTS_PER_ROW."""
-    stretches: list[list] = []  # type: ignore[type-arg]
+    stretch: list[Any] = []
     for row in rows:
-        last = stretches[-1] if stretches else None
-        if last and last[-1].seq + 1 == row.seq and len(last) < EVENTS_PER_ROW:
-            last.append(row)
-        else:
-            stretches.append([row])
-    return stretches
+        if stretch and (stretch[-1].seq + 1 != row.seq or len(stretch) == EVENTS_PER_ROW):
+            yield stretch
+            stretch = []
+        stretch.append(row)
+    if stretch:
+        yield stretch
 
 
 def downgrade() -> None:
@@ -89,7 +108,8 @@ def downgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
     bind = op.get_bind()
-    rows = bind.execute(sa.select(run_event_batches).order_by("run_id", "first_seq", "last_seq"))
+    batches = run_event_batches.c
+    rows = _pages(bind, run_event_batches, (batches.run_id, batches.first_seq, batches.last_seq))
     next_seq: dict[str, int] = {}
     for row in rows:
         batch = journal_pb2.StoredBatch.FromString(zlib.decompress(bytes(row.frames)))
