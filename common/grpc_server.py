@@ -33,8 +33,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 SCHEMA_EXIT_CODE = 3
 
 
+# A peer this call needed could not be reached (not started yet, restarting, down):
+# the caller hears UNAVAILABLE (HTTP 503, worth a retry), not an unexpected failure.
+PEER_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
 def translate_errors(handler: F) -> F:
-    """Turn a `ServiceError` raised by domain code into the gRPC status it names."""
+    """Turn a `ServiceError` raised by domain code into the gRPC status it names, and a
+    peer that could not be reached into UNAVAILABLE."""
     if inspect.isasyncgenfunction(handler):
 
         @functools.wraps(handler)
@@ -44,6 +50,9 @@ def translate_errors(handler: F) -> F:
                     yield item
             except ServiceError as error:
                 await context.abort(error.code, error.message)
+            except grpc.aio.AioRpcError as error:
+                await _abort_if_peer_down(context, error)
+                raise
 
         return stream_wrapper  # type: ignore[return-value]
 
@@ -53,8 +62,21 @@ def translate_errors(handler: F) -> F:
             return await handler(self, request, context)
         except ServiceError as error:
             await context.abort(error.code, error.message)
+        except grpc.aio.AioRpcError as error:
+            await _abort_if_peer_down(context, error)
+            raise
 
     return unary_wrapper  # type: ignore[return-value]
+
+
+async def _abort_if_peer_down(context: Any, error: grpc.aio.AioRpcError) -> None:
+    if error.code() in PEER_DOWN:
+        log.warning("a peer could not be reached: %s", error.details())
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            f"A Waybill service this request needs is not reachable ({error.details()}); "
+            "retry shortly.",
+        )
 
 
 def configure_logging(service: str) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from common.codec import system_assistant_id
 from common.launch import Stack
+from tests.stacks import stack_env
 
 
 async def test_ok_and_info(http: httpx.AsyncClient) -> None:
@@ -61,3 +64,23 @@ async def test_subgraphs_of_a_graph(http: httpx.AsyncClient) -> None:
     one = (await http.get("/assistants/nested/subgraphs/writer")).json()
     assert list(one) == ["writer"]
     assert (await http.get("/assistants/lead_agent/subgraphs")).json() == {}
+
+
+def test_a_run_asked_for_while_the_runner_is_down_is_a_503_that_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Admission checks a run against its graph's schemas on the runner: with no runner
+    up (still starting, restarting), the request is refused as unavailable, not failed."""
+    stack = Stack(env=stack_env(tmp_path), log_dir=str(tmp_path))
+    try:
+        stack.start(only=["admission", "journal", "delivery", "gateway"])
+        with httpx.Client(base_url=stack.url, timeout=30) as client:
+            thread_id = client.post("/threads", json={}).json()["thread_id"]
+            body = {"assistant_id": "lead_agent", "input": {"messages": []}}
+            for path in (f"/threads/{thread_id}/runs", f"/threads/{thread_id}/runs/stream"):
+                reply = client.post(path, json=body)
+                assert reply.status_code == 503, (path, reply.text)
+                assert "not reachable" in reply.text and "retry" in reply.text
+            assert client.get(f"/threads/{thread_id}/runs").json() == []
+    finally:
+        stack.stop()
