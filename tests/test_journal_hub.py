@@ -22,14 +22,20 @@ from tests.stacks import SHARED_REDIS
 
 
 @pytest.fixture
-async def hub(tmp_path: Path) -> AsyncIterator[JournalHub]:
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
+async def store(tmp_path: Path) -> AsyncIterator[JournalStore]:
+    """A migrated journal store on a fresh SQLite file."""
+    opened = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await opened.migrate()
+    yield opened
+    await opened.engine.dispose()
+
+
+@pytest.fixture
+async def hub(store: JournalStore) -> AsyncIterator[JournalHub]:
     running = JournalHub(store, HubConfig(batch_max=64, evict_after=0.05))
     running.start()
     yield running
     await running.stop()
-    await store.engine.dispose()
 
 
 async def test_a_cancelled_opener_does_not_strand_the_others(hub: JournalHub) -> None:
@@ -78,103 +84,86 @@ async def stored_rows(store: JournalStore, run_id: str) -> list[tuple[int, int, 
         return [tuple(row) for row in (await conn.execute(query)).all()]
 
 
-async def test_each_write_stores_a_run_as_one_compressed_row(tmp_path: Path) -> None:
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
+async def test_each_write_stores_a_run_as_one_compressed_row(store: JournalStore) -> None:
     run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
     events = token_frames(run_id, 0, 2000)
-    try:
-        for start in range(0, 2000, 500):  # two runs' events interleaved in each write
-            await store.write(events[start : start + 500] + token_frames(other, start, 1), {})
-        rows = await stored_rows(store, run_id)
-        assert [(first, last) for first, last, _ in rows] == [
-            (0, 499),
-            (500, 999),
-            (1000, 1499),
-            (1500, 1999),
-        ]
-        raw = sum(len(e.data) + len(e.event) for e in events)
-        assert sum(size for _, _, size in rows) * 20 < raw  # compressed, not just packed
-        # `other` got 0, 500, 1000, 1500: not consecutive, so one row each.
-        assert [(f, last) for f, last, _ in await stored_rows(store, other)] == [
-            (0, 0),
-            (500, 500),
-            (1000, 1000),
-            (1500, 1500),
-        ]
-        await store.mark_closed(run_id, 1)
-        stored = await store.load(run_id)
-        assert stored is not None and stored.events == events
-        page = await store.page(run_id, 730, 100)  # from inside a row, fewer than a row
-        assert page.events == events[730:830] and not page.closed
-        tail = await store.page(run_id, 1990, 100)
-        assert tail.events == events[1990:] and tail.closed
-    finally:
-        await store.engine.dispose()
+    for start in range(0, 2000, 500):  # two runs' events interleaved in each write
+        await store.write(events[start : start + 500] + token_frames(other, start, 1), {})
+    rows = await stored_rows(store, run_id)
+    assert [(first, last) for first, last, _ in rows] == [
+        (0, 499),
+        (500, 999),
+        (1000, 1499),
+        (1500, 1999),
+    ]
+    raw = sum(len(e.data) + len(e.event) for e in events)
+    assert sum(size for _, _, size in rows) * 20 < raw  # compressed, not just packed
+    # `other` got 0, 500, 1000, 1500: not consecutive, so one row each.
+    assert [(f, last) for f, last, _ in await stored_rows(store, other)] == [
+        (0, 0),
+        (500, 500),
+        (1000, 1000),
+        (1500, 1500),
+    ]
+    await store.mark_closed(run_id, 1)
+    stored = await store.load(run_id)
+    assert stored is not None and stored.events == events
+    page = await store.page(run_id, 730, 100)  # from inside a row, fewer than a row
+    assert page.events == events[730:830] and not page.closed
+    tail = await store.page(run_id, 1990, 100)
+    assert tail.events == events[1990:] and tail.closed
 
 
-async def test_overlapping_and_retried_rows_give_each_event_once(tmp_path: Path) -> None:
+async def test_overlapping_and_retried_rows_give_each_event_once(store: JournalStore) -> None:
     """A retried write that had committed, and events copied from Redis at other
     boundaries than the rows already stored (a replica that died), overlap."""
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
     run_id = str(uuid.uuid4())
     events = token_frames(run_id, 0, 300)
-    try:
-        await store.write(events[:100], {run_id: 1})
-        await store.write(events[:100], {})  # retried: changes nothing
-        await store.write(events[200:300], {})  # 100..199 not stored yet: a hole
-        assert len(await stored_rows(store, run_id)) == 2
-        assert await store.stored_through(run_id, 299) == 200
-        await store.mark_closed(run_id, 1)
-        hole = await store.page(run_id, 50, 1000)
-        assert hole.events == events[50:100] and not hole.closed  # never past a hole
+    await store.write(events[:100], {run_id: 1})
+    await store.write(events[:100], {})  # retried: changes nothing
+    await store.write(events[200:300], {})  # 100..199 not stored yet: a hole
+    assert len(await stored_rows(store, run_id)) == 2
+    assert await store.stored_through(run_id, 299) == 200
+    await store.mark_closed(run_id, 1)
+    hole = await store.page(run_id, 50, 1000)
+    assert hole.events == events[50:100] and not hole.closed  # never past a hole
 
-        await store.write(events[:250], {})  # the copy: overlaps all three stretches
-        assert len(await stored_rows(store, run_id)) == 3
-        assert await store.stored_through(run_id, 299) == 300
-        assert await store.stored_through(run_id, 149) == 150
-        whole = await store.page(run_id, 0, 1000)
-        assert whole.events == events and whole.closed
-        loaded = await store.load(run_id)
-        assert loaded is not None and loaded.events == events
-        head = await store.head(run_id)
-        assert head is not None and head.next_seq == 300
-    finally:
-        await store.engine.dispose()
+    await store.write(events[:250], {})  # the copy: overlaps all three stretches
+    assert len(await stored_rows(store, run_id)) == 3
+    assert await store.stored_through(run_id, 299) == 300
+    assert await store.stored_through(run_id, 149) == 150
+    whole = await store.page(run_id, 0, 1000)
+    assert whole.events == events and whole.closed
+    loaded = await store.load(run_id)
+    assert loaded is not None and loaded.events == events
+    head = await store.head(run_id)
+    assert head is not None and head.next_seq == 300
 
 
-async def test_paging_gives_every_event_once_whatever_the_rows_hold(tmp_path: Path) -> None:
+async def test_paging_gives_every_event_once_whatever_the_rows_hold(store: JournalStore) -> None:
     """Big rows (a burst) read a page at a time, and more one-event rows (a trickle)
     than one read takes: the pages join up, and only the last says the log is closed."""
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
     run_id = str(uuid.uuid4())
     events = token_frames(run_id, 0, 1200)
-    try:
-        await store.write(events[:1000], {run_id: 1})  # one row of 1,000
-        for event in events[1000:]:  # then 200 rows of one
-            await store.write([event], {})
-        await store.mark_closed(run_id, 1)
-        pages, next_seq = [], 0
-        while True:
-            page = await store.page(run_id, next_seq, 64)
-            assert len(page.events) <= 64
-            pages.append(page)
-            if page.closed:
-                break
-            next_seq = page.events[-1].seq + 1
-        assert [e for page in pages for e in page.events] == events
-        assert [page.closed for page in pages].count(True) == 1
-    finally:
-        await store.engine.dispose()
+    await store.write(events[:1000], {run_id: 1})  # one row of 1,000
+    for event in events[1000:]:  # then 200 rows of one
+        await store.write([event], {})
+    await store.mark_closed(run_id, 1)
+    pages, next_seq = [], 0
+    while True:
+        page = await store.page(run_id, next_seq, 64)
+        assert len(page.events) <= 64
+        pages.append(page)
+        if page.closed:
+            break
+        next_seq = page.events[-1].seq + 1
+    assert [e for page in pages for e in page.events] == events
+    assert [page.closed for page in pages].count(True) == 1
 
 
 async def test_the_sql_write_lingers_for_more_events_but_never_delays_a_flush(
-    tmp_path: Path,
+    store: JournalStore,
 ) -> None:
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
     lingering = JournalHub(store, HubConfig(batch_max=64, write_linger=0.3))
     lingering.start()
     try:
@@ -201,7 +190,6 @@ async def test_the_sql_write_lingers_for_more_events_but_never_delays_a_flush(
         assert full is not None and len(full.events) == 4 + 64
     finally:
         await lingering.stop()
-        await store.engine.dispose()
 
 
 async def test_a_second_close_changes_nothing_and_says_so(hub: JournalHub) -> None:
@@ -244,9 +232,9 @@ async def collect(stream: AsyncIterator[list[StoredEvent] | None]) -> list[Store
     return events
 
 
-async def test_a_slow_subscriber_overflows_is_counted_and_misses_nothing(tmp_path: Path) -> None:
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
+async def test_a_slow_subscriber_overflows_is_counted_and_misses_nothing(
+    store: JournalStore,
+) -> None:
     small = JournalHub(store, HubConfig(batch_max=8, subscriber_buffer=4, evict_after=0.05))
     small.start()
     run_id = str(uuid.uuid4())
@@ -266,17 +254,14 @@ async def test_a_slow_subscriber_overflows_is_counted_and_misses_nothing(tmp_pat
     assert [e.data for e in rest] == [str(i).encode() for i in range(2, 101)]
     assert STATS.subscriber_overflows == before + 1
     await small.stop()
-    await store.engine.dispose()
 
 
 # ---- the Redis hub: replicas sharing Redis and SQL ------------------------------------
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path) -> AsyncIterator[tuple[RedisJournalHub, RedisJournalHub]]:
+async def replicas(store: JournalStore) -> AsyncIterator[tuple[RedisJournalHub, RedisJournalHub]]:
     """Two journal replicas on one SQLite file and one Redis (a key prefix of their own)."""
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
     redis = RedisConfig(SHARED_REDIS, prefix=f"test-journal-{uuid.uuid4().hex}", retry_seconds=2)
     config = HubConfig(batch_max=64, subscriber_buffer=16, evict_after=0.05, poll_seconds=0.05)
     hubs = (RedisJournalHub(store, config, redis), RedisJournalHub(store, config, redis))
@@ -288,7 +273,6 @@ async def replicas(tmp_path: Path) -> AsyncIterator[tuple[RedisJournalHub, Redis
         if keys:
             await hub.redis_log.client.delete(*keys)
         await hub.stop()
-    await store.engine.dispose()
 
 
 async def test_replicas_number_one_log_and_serve_it_live(
@@ -412,14 +396,11 @@ async def readers_join_while_appending(appender: Any, readers: list[Any]) -> Non
             assert seqs == list(range(from_seq, total + 1)), from_seq
 
 
-async def test_the_seam_has_no_hole_and_no_duplicate_in_memory(tmp_path: Path) -> None:
-    store = JournalStore(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
-    await store.migrate()
+async def test_the_seam_has_no_hole_and_no_duplicate_in_memory(store: JournalStore) -> None:
     small = JournalHub(store, HubConfig(batch_max=16, subscriber_buffer=8, evict_after=0.05))
     small.start()
     await readers_join_while_appending(small, [small])
     await small.stop()
-    await store.engine.dispose()
 
 
 async def test_the_seam_has_no_hole_and_no_duplicate_across_replicas(

@@ -41,11 +41,13 @@ class LoopTurns:
         self._tokens_of_call = 0
 
     async def take_turn(self, *args: Any, **kwargs: Any) -> None:
-        await asyncio.sleep(0)
-        self._due = asyncio.get_running_loop().time() + self.every_seconds
+        await self._turn(1)
 
     async def first_turn(self, *args: Any, **kwargs: Any) -> None:
-        for _ in range(FIRST_TURN_ITERATIONS):
+        await self._turn(FIRST_TURN_ITERATIONS)
+
+    async def _turn(self, iterations: int) -> None:
+        for _ in range(iterations):
             await asyncio.sleep(0)
         self._due = asyncio.get_running_loop().time() + self.every_seconds
 

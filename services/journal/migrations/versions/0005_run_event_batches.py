@@ -113,17 +113,19 @@ def downgrade() -> None:
     next_seq: dict[str, int] = {}
     for row in rows:
         batch = journal_pb2.StoredBatch.FromString(zlib.decompress(bytes(row.frames)))
-        for event in batch.events:
-            if event.seq < next_seq.get(row.run_id, 0):
-                continue  # stored twice (overlapping rows)
-            next_seq[row.run_id] = event.seq + 1
-            bind.execute(
-                run_events.insert().values(
-                    run_id=row.run_id,
-                    seq=event.seq,
-                    event=event.event,
-                    data=event.data,
-                    created_at=row.created_at,
-                )
-            )
+        first = next_seq.get(row.run_id, 0)  # below it: stored twice (overlapping rows)
+        events = [
+            {
+                "run_id": row.run_id,
+                "seq": event.seq,
+                "event": event.event,
+                "data": event.data,
+                "created_at": row.created_at,
+            }
+            for event in batch.events
+            if event.seq >= first
+        ]
+        if events:
+            bind.execute(run_events.insert(), events)  # one statement per row's events
+            next_seq[row.run_id] = events[-1]["seq"] + 1
     op.drop_table("run_event_batches")
