@@ -17,17 +17,17 @@ setup: $(STAMP)
 
 # Regenerate the gRPC stubs from protos/ (never edit waybill/v1 by hand).
 proto: $(STAMP)
-	$(BIN)/python -m common.contracts
+	$(BIN)/python -m waybill.common.contracts
 
 run: setup proto
-	$(BIN)/python -m common.launch
+	$(BIN)/python -m waybill.common.launch
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy cli common gateway services
+	$(BIN)/mypy waybill
 
 # The stubs are committed; tests/test_contracts.py fails if they are stale.
 test: setup lint typecheck

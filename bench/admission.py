@@ -33,8 +33,8 @@ import httpx
 
 from bench.cpu import CpuProbe, postgres_probe, stack_probe
 from bench.timing import BenchError
-from common.launch import Stack
 from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from waybill.common.launch import Stack
 
 BACKENDS = ("embedded", "postgres")
 TERMINAL = {"success", "error", "timeout", "interrupted"}

@@ -9,7 +9,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.timing import RunTiming, checked_timing, token_input
-from services.runner.lead_agent import build_lead_agent
+from waybill.services.runner.lead_agent import build_lead_agent
 
 
 def build_graph() -> Any:

@@ -11,9 +11,9 @@ from typing import TextIO
 
 import httpx
 
-from common.launch import grpc_serving
-from common.migrate import UPGRADES, schema_of, schema_verdict
-from common.settings import Settings
+from waybill.common.launch import grpc_serving
+from waybill.common.migrate import UPGRADES, schema_of, schema_verdict
+from waybill.common.settings import Settings
 
 GRPC_SERVICES = ("admission", "runner", "journal", "delivery")
 

@@ -22,10 +22,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cli.api import CommandFailed, Gateway
-from cli.doctor import run_doctor
-from cli.tail import Progress, follow
-from common.settings import Settings
+from waybill.cli.api import CommandFailed, Gateway
+from waybill.cli.doctor import run_doctor
+from waybill.cli.tail import Progress, follow
+from waybill.common.settings import Settings
 
 
 def default_url(settings: Settings) -> str:
@@ -162,12 +162,12 @@ def threads_command(gateway: Gateway, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "up":
-        from common.launch import main as launch
+        from waybill.common.launch import main as launch
 
         launch()
         return 0
     if args.command == "migrate":
-        from common.migrate import main as migrate
+        from waybill.common.migrate import main as migrate
 
         return migrate(["--wait"] if args.wait else [])
     settings = Settings()

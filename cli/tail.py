@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from cli.api import CommandFailed, Gateway, check, unreachable
+from waybill.cli.api import CommandFailed, Gateway, check, unreachable
 
 ACTIVE = ("pending", "running")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from common.sealed import redacted_kwargs
+from waybill.common.sealed import redacted_kwargs
 from waybill.v1 import common_pb2
 
 # LangGraph Platform derives a graph's system assistant id as uuid5 of this and the graph id.

@@ -1,6 +1,6 @@
 """Generate the Python gRPC stubs in `waybill/v1` from `protos/`.
 
-`python -m common.contracts` is what `make proto` runs. The generated files are
+`python -m waybill.common.contracts` is what `make proto` runs. The generated files are
 committed so that a fresh clone imports them; a test regenerates them into a
 temporary folder and fails when the committed copy is stale.
 """

@@ -18,12 +18,12 @@ import grpc
 import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from common import logs, tracing
-from common.errors import ServiceError
-from common.heap import freeze_startup_objects
-from common.metrics import serve_metrics
-from common.schema import SchemaMismatch
-from common.settings import get_settings
+from waybill.common import logs, tracing
+from waybill.common.errors import ServiceError
+from waybill.common.heap import freeze_startup_objects
+from waybill.common.metrics import serve_metrics
+from waybill.common.schema import SchemaMismatch
+from waybill.common.settings import get_settings
 
 log = logging.getLogger("waybill")
 

@@ -1,6 +1,6 @@
 """The embedded default: every service as a local process, one command.
 
-`python -m common.launch` (what `make run` runs) migrates the schemas, starts
+`python -m waybill.common.launch` (what `make run` runs) migrates the schemas, starts
 the five processes, waits until each answers its health check, prints the URL,
 and stops them all on Ctrl-C. If one dies, it says which and stops the rest. Tests use `Stack`.
 """
@@ -19,15 +19,19 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from common.settings import Settings
+from waybill.common.settings import Settings
+
+# `-P`: the working directory stays off each process's `sys.path`, so a project's
+# own top-level packages (`common`, `services`) never meet Waybill's folders.
+PYTHON = [sys.executable, "-P"]
 
 # Start order: what a service needs is started before it.
 SERVICES = {
-    "journal": "services.journal.server",
-    "delivery": "services.delivery.server",
-    "admission": "services.admission.server",
-    "runner": "services.runner.server",
-    "gateway": "gateway.server",
+    "journal": "waybill.services.journal.server",
+    "delivery": "waybill.services.delivery.server",
+    "admission": "waybill.services.admission.server",
+    "runner": "waybill.services.runner.server",
+    "gateway": "waybill.gateway.server",
 }
 
 
@@ -85,7 +89,7 @@ class Stack:
             output = open(os.path.join(self.log_dir, "migrate.log"), "ab")  # noqa: SIM115
         try:
             code = subprocess.call(
-                [sys.executable, "-m", "common.migrate"],
+                [*PYTHON, "-m", "waybill.common.migrate"],
                 env={**os.environ, **self.env},
                 stdout=output,
                 stderr=subprocess.STDOUT if output else None,
@@ -104,7 +108,7 @@ class Stack:
         if self.log_dir:
             output = open(os.path.join(self.log_dir, f"{name}.log"), "ab")  # noqa: SIM115
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", module or SERVICES[name]],
+            [*PYTHON, "-m", module or SERVICES[name]],
             env={**os.environ, **self.env, **(extra_env or {})},
             stdout=output,
             stderr=subprocess.STDOUT if output else None,

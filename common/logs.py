@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from common.sealed import REDACTED
+from waybill.common.sealed import REDACTED
 
 RUN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("run_id", default=None)
 THREAD_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("thread_id", default=None)

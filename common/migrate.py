@@ -1,4 +1,4 @@
-"""`python -m common.migrate` (`waybill migrate`): bring every service's schema to
+"""`python -m waybill.common.migrate` (`waybill migrate`): bring every service's schema to
 this build's head. It runs once per deploy (the compose `migrate` service, the
 Kubernetes Job, or the embedded launcher before it starts anything); services
 only check their schema at start.
@@ -18,16 +18,16 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy import text
 
-from common.schema import Schema, SchemaMismatch
-from common.settings import Settings, get_settings
+from waybill.common.schema import Schema, SchemaMismatch
+from waybill.common.settings import Settings, get_settings
 
 # service -> its `upgrade(settings) -> revision`, in this order (the runner's fence
 # trigger goes on LangGraph's tables, which its own step creates first).
 UPGRADES = {
-    "journal": "services.journal.schema:upgrade",
-    "delivery": "services.delivery.schema:upgrade",
-    "admission": "services.admission.schema:upgrade",
-    "runner": "services.runner.schema:upgrade",
+    "journal": "waybill.services.journal.schema:upgrade",
+    "delivery": "waybill.services.delivery.schema:upgrade",
+    "admission": "waybill.services.admission.schema:upgrade",
+    "runner": "waybill.services.runner.schema:upgrade",
 }
 
 # Two migration runs at once (two Jobs, a retried one) take turns on Postgres.

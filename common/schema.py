@@ -1,7 +1,7 @@
 """Which schema revision a service's tables are at, and whether this build may
 run on them.
 
-Migrations run once per deploy (`waybill migrate`, `python -m common.migrate`);
+Migrations run once per deploy (`waybill migrate`, `python -m waybill.common.migrate`);
 a service only checks at start that its tables are at the head revision it
 knows, and refuses to start otherwise: behind means "run the migrations", an
 unknown revision means the database was migrated by a newer build.
@@ -18,9 +18,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from common.sql import migrate
+from waybill.common.sql import migrate
 
-MIGRATE_HINT = "run the migrations first (`waybill migrate` or `python -m common.migrate`)"
+MIGRATE_HINT = "run the migrations first (`waybill migrate` or `python -m waybill.common.migrate`)"
 
 
 class SchemaMismatch(Exception):

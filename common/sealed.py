@@ -14,7 +14,7 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from common.settings import Settings
+from waybill.common.settings import Settings
 
 SEALED = "__sealed__"
 REDACTED = "[redacted]"

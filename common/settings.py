@@ -14,9 +14,9 @@ import yaml
 from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.usage import Price
+from waybill.common.usage import Price
 
-BUILTIN_GRAPHS = {"lead_agent": "services.runner.lead_agent:build_lead_agent"}
+BUILTIN_GRAPHS = {"lead_agent": "waybill.services.runner.lead_agent:build_lead_agent"}
 
 
 class ModelSpec(BaseModel):
@@ -203,7 +203,7 @@ class Settings(BaseSettings):
 
     def engine(self, url: str) -> Any:
         """The service's SQL engine for `url`, with this deployment's pool size."""
-        from common.sql import create_engine
+        from waybill.common.sql import create_engine
 
         return create_engine(url, self.db_pool_size, self.db_max_overflow)
 

@@ -13,7 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from common import codec, sqlite_driver
+from waybill.common import codec, sqlite_driver
 
 
 def json_text(value: Any) -> str:

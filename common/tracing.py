@@ -24,8 +24,8 @@ from typing import Any
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import Span, SpanProcessor
 
-from common.logs import bind_run
-from common.settings import get_settings
+from waybill.common.logs import bind_run
+from waybill.common.settings import get_settings
 
 log = logging.getLogger("waybill.tracing")
 

@@ -17,7 +17,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from common.settings import Settings
+from waybill.common.settings import Settings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

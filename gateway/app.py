@@ -11,14 +11,23 @@ from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 
-from common.heap import freeze_startup_objects
-from common.settings import Settings, get_settings
-from common.tracing import start_tracing
-from gateway import observability
-from gateway.auth import KeyRing, authorize, platform_signed
-from gateway.errors import validation_error
-from gateway.peers import Peers
-from gateway.routes import assistants, channels, crons, deliveries, run_events, runs, store, threads
+from waybill.common.heap import freeze_startup_objects
+from waybill.common.settings import Settings, get_settings
+from waybill.common.tracing import start_tracing
+from waybill.gateway import observability
+from waybill.gateway.auth import KeyRing, authorize, platform_signed
+from waybill.gateway.errors import validation_error
+from waybill.gateway.peers import Peers
+from waybill.gateway.routes import (
+    assistants,
+    channels,
+    crons,
+    deliveries,
+    run_events,
+    runs,
+    store,
+    threads,
+)
 
 VERSION = "0.1.0"
 

@@ -29,9 +29,9 @@ from typing import Any
 import grpc
 from fastapi import HTTPException, Request
 
-from common.identity import LOCAL_USER, ROLE_SCOPES, SCOPES, Principal, every_scope
-from common.logs import bind_run
-from common.settings import Settings
+from waybill.common.identity import LOCAL_USER, ROLE_SCOPES, SCOPES, Principal, every_scope
+from waybill.common.logs import bind_run
+from waybill.common.settings import Settings
 
 log = logging.getLogger("waybill.gateway.auth")
 

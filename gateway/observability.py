@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
-from common.logs import bind_run
-from common.tracing import run_span, tracing_on
+from waybill.common.logs import bind_run
+from waybill.common.tracing import run_span, tracing_on
 from waybill.v1 import common_pb2
 
 STREAMS_ACTIVE = Gauge("waybill_gateway_streams_active", "SSE streams of run events open now.")

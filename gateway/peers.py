@@ -10,9 +10,9 @@ from typing import TypeVar
 import grpc
 from fastapi import HTTPException
 
-from common.errors import http_status_for
-from common.settings import Settings
-from gateway.auth import principal_interceptors
+from waybill.common.errors import http_status_for
+from waybill.common.settings import Settings
+from waybill.gateway.auth import principal_interceptors
 from waybill.v1 import (
     admission_pb2_grpc,
     channels_pb2_grpc,

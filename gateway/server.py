@@ -6,9 +6,9 @@ import signal
 
 import uvicorn
 
-from common.logs import configure_logging
-from common.settings import get_settings
-from gateway.app import create_app
+from waybill.common.logs import configure_logging
+from waybill.common.settings import get_settings
+from waybill.gateway.app import create_app
 
 
 def main() -> None:

@@ -17,9 +17,9 @@ import grpc
 from fastapi import HTTPException
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from common import codec
-from common.errors import http_status_for
-from common.journal_reading import journal_batches, subscribed_batches
+from waybill.common import codec
+from waybill.common.errors import http_status_for
+from waybill.common.journal_reading import journal_batches, subscribed_batches
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 # Set by the journal on a Subscribe refused because the run's events expired.

@@ -10,8 +10,8 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack
 from tests.stacks import stack_in_mode
+from waybill.common.launch import Stack
 
 MODES = ["sqlite", "postgres"]
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import psycopg
 
-from common.launch import Stack, grpc_serving
 from tests.stacks import (
     SHARED_REDIS,
     drop_redis_keys,
@@ -33,6 +32,7 @@ from tests.stacks import (
     stack_env,
     wait_until,
 )
+from waybill.common.launch import Stack, grpc_serving
 
 
 @dataclass
@@ -138,7 +138,7 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
     port = free_port()
     stack.start_one(
         "gateway-2",
-        "gateway.server",
+        "waybill.gateway.server",
         {
             "WAYBILL_HTTP_PORT": str(port),
             "WAYBILL_ADMISSION_ADDR": admission_2["WAYBILL_ADMISSION_ADDR"],

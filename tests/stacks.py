@@ -20,8 +20,8 @@ import httpx
 import psycopg
 import redis
 
-from common import codec
-from common.launch import Stack, grpc_serving
+from waybill.common import codec
+from waybill.common.launch import Stack, grpc_serving
 from waybill.v1 import runner_pb2, runner_pb2_grpc
 
 POSTGRES_ADMIN_URL = os.environ.get(
@@ -204,7 +204,7 @@ def start_second(stack: Stack, service: str, name: str | None = None) -> str:
 def start_second_gateway(stack: Stack, **env: str) -> str:
     """A second gateway (dialling the services `env` names); returns its URL."""
     port = str(free_port())
-    stack.start_one("gateway-2", "gateway.server", {**env, "WAYBILL_HTTP_PORT": port})
+    stack.start_one("gateway-2", "waybill.gateway.server", {**env, "WAYBILL_HTTP_PORT": port})
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: http_ok(url), "gateway-2 answering")
     return url
@@ -241,7 +241,7 @@ def two_runner_stack(
     # The gateway reads graph state from whichever runner is alive.
     env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{second}"
     with running_stack(env, data_dir) as stack:
-        stack.start_one("runner-2", "services.runner.server", replica_env("runner", second))
+        stack.start_one("runner-2", "waybill.services.runner.server", replica_env("runner", second))
         wait_until(lambda: grpc_serving(second), "runner-2 serving")
         yield TwoRunners(stack, {"runner": stack.address_of("runner"), "runner-2": second})
 

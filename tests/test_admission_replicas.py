@@ -11,7 +11,6 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from common.launch import Stack
 from tests.stacks import (
     fresh_postgres_database,
     running_stack,
@@ -21,6 +20,7 @@ from tests.stacks import (
 )
 from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.test_runs import says
+from waybill.common.launch import Stack
 
 pytestmark = pytest.mark.timeout(90)
 

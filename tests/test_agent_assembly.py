@@ -10,16 +10,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack
-from services.runner.agent.middleware import (
+from tests.test_runs import says
+from waybill.common.launch import Stack
+from waybill.services.runner.agent.middleware import (
     AnswerDanglingToolCalls,
     Clarification,
     ModelRequest,
     SystemPrompt,
     default_chain,
 )
-from services.runner.agent.tools import CATALOG, TOOL_SEARCH, assemble, authorized
-from tests.test_runs import says
+from waybill.services.runner.agent.tools import CATALOG, TOOL_SEARCH, assemble, authorized
 
 
 def call(tool: str, **args: Any) -> dict[str, Any]:

@@ -14,8 +14,8 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from common.codec import system_assistant_id
 from tests.test_runs import says
+from waybill.common.codec import system_assistant_id
 
 SYSTEM_GRAPHS = {"lead_agent", "nested", "approval", "memory", "configured", "whoami"}
 # What the server adds to every run's context when auth is off (tests/test_auth.py).

@@ -132,8 +132,8 @@ async def test_a_scope_the_key_lacks_is_403_naming_it(auth_stack: AuthStack) -> 
 def test_every_route_has_a_permission_rule() -> None:
     from fastapi.routing import APIRoute
 
-    from gateway.app import create_app
-    from gateway.auth import required_scope
+    from waybill.gateway.app import create_app
+    from waybill.gateway.auth import required_scope
 
     missing = [
         (method, route.path)

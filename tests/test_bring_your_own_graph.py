@@ -14,8 +14,8 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from common.launch import Stack
 from tests.stacks import running_stack, stack_env
+from waybill.common.launch import Stack
 
 GRAPH_IDS = {"lead_agent", "echo_graph", "factory_graph"}
 

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack
-from services.runner.execution import CANCELLED_TOOL_REPLY
 from tests.stacks import runner_stats
 from tests.test_runs import poll_until_done, says
+from waybill.common.launch import Stack
+from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
 
 
 async def wait_for_status(

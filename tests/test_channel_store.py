@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from common.sql import create_engine
-from services.delivery.channels.store import ChannelStore, thread_id_of
-from services.delivery.store import ReceiptStore
 from tests.conftest import MODES
 from tests.stacks import fresh_postgres_database
+from waybill.common.sql import create_engine
+from waybill.services.delivery.channels.store import ChannelStore, thread_id_of
+from waybill.services.delivery.store import ReceiptStore
 
 
 @pytest.fixture(scope="module", params=MODES)

@@ -20,8 +20,6 @@ import httpx
 import pytest
 import yaml
 
-from common.launch import Stack, grpc_serving
-from services.delivery.channels.store import thread_id_of
 from tests.conftest import MODES
 from tests.fake_platforms import FakePlatforms
 from tests.stacks import (
@@ -32,6 +30,8 @@ from tests.stacks import (
     start_second_gateway,
     wait_until,
 )
+from waybill.common.launch import Stack, grpc_serving
+from waybill.services.delivery.channels.store import thread_id_of
 
 pytestmark = pytest.mark.timeout(120)
 

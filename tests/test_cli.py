@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack
-from common.migrate import schema_of
 from tests.stacks import free_port, http_ok, stack_env, wait_until
 from tests.test_runs import says
+from waybill.common.launch import Stack
+from waybill.common.migrate import schema_of
 
 WAYBILL = str(Path(sys.executable).parent / "waybill")
 
@@ -134,7 +134,7 @@ def test_the_api_key_comes_from_waybill_api_key(stack: Stack) -> None:
     port = free_port()
     name = f"gateway-auth-{port}"
     stack.start_one(
-        name, "gateway.server", {"WAYBILL_HTTP_PORT": str(port), "WAYBILL_API_KEY": "k1"}
+        name, "waybill.gateway.server", {"WAYBILL_HTTP_PORT": str(port), "WAYBILL_API_KEY": "k1"}
     )
     try:
         url = f"http://127.0.0.1:{port}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from common.contracts import generate, proto_files
+from waybill.common.contracts import generate, proto_files
 
 
 def test_generated_stubs_are_fresh(tmp_path: Path, repo_root: Path) -> None:

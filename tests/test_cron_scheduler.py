@@ -28,7 +28,6 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
-from common.launch import Stack, grpc_serving
 from tests.stacks import (
     free_port,
     fresh_postgres_database,
@@ -38,6 +37,7 @@ from tests.stacks import (
 )
 from tests.test_cancellation import start_slow_tool
 from tests.test_runs import says
+from waybill.common.launch import Stack, grpc_serving
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -130,7 +130,9 @@ class ScheduledStack:
         first = self.stack.address_of("admission")
         second = f"127.0.0.1:{free_port()}"
         self.stack.start_one(
-            "admission-2", "services.admission.server", {**env, "WAYBILL_ADMISSION_ADDR": second}
+            "admission-2",
+            "waybill.services.admission.server",
+            {**env, "WAYBILL_ADMISSION_ADDR": second},
         )
         for address in (first, second):
             wait_until(lambda a=address: grpc_serving(a), f"admission at {address} serving")
@@ -173,7 +175,9 @@ def scheduled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScheduledSta
             )
             second = f"127.0.0.1:{free_port()}"
             stack.start_one(
-                "admission-2", "services.admission.server", {"WAYBILL_ADMISSION_ADDR": second}
+                "admission-2",
+                "waybill.services.admission.server",
+                {"WAYBILL_ADMISSION_ADDR": second},
             )
             wait_until(lambda: grpc_serving(second), "admission-2 serving")
             yield scheduled

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack
 from tests.test_runs import says
+from waybill.common.launch import Stack
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
 
@@ -274,9 +274,9 @@ def test_which_agents_have_workspace_tools() -> None:
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
 
-    from services.runner.agent.tools import echo
-    from services.runner.agent.workspace import write_file
-    from services.runner.deliverables import has_workspace_tools
+    from waybill.services.runner.agent.tools import echo
+    from waybill.services.runner.agent.workspace import write_file
+    from waybill.services.runner.deliverables import has_workspace_tools
 
     def graph_with(node: Any) -> Any:
         builder = StateGraph(MessagesState)

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from common.settings import Settings
-from common.sql import create_engine
-from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
-from services.runner.persistence import open_checkpointer
-from services.runner.stats import STATS
-from services.runner.store import RunnerStore
 from tests.stacks import fresh_postgres_database
+from waybill.common.settings import Settings
+from waybill.common.sql import create_engine
+from waybill.services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
+from waybill.services.runner.persistence import open_checkpointer
+from waybill.services.runner.stats import STATS
+from waybill.services.runner.store import RunnerStore
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

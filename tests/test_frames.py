@@ -14,7 +14,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import tool_call_chunk
 
-from services.runner.frames import FrameEncoder, message_json
+from waybill.services.runner.frames import FrameEncoder, message_json
 
 MESSAGES = [
     AIMessageChunk(

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from common.launch import grpc_serving
 from tests.stacks import running_stack, stack_env, start_second_gateway, wait_until
 from tests.test_runs import says
 from tests.test_streaming import parse_sse
+from waybill.common.launch import grpc_serving
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 pytestmark = pytest.mark.timeout(150)

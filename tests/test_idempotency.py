@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from common.launch import Stack
 from tests.stacks import runner_stats
+from waybill.common.launch import Stack
 
 QUESTION = {"messages": [{"role": "user", "content": "once, please"}]}
 

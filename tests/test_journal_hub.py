@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from common.sql import create_engine
-from services.journal.hub import END, HubConfig, JournalHub
-from services.journal.redis_hub import RedisConfig, RedisJournalHub
-from services.journal.stats import STATS
-from services.journal.store import JournalStore, StoredEvent, run_event_batches, run_logs
 from tests.stacks import SHARED_REDIS
+from waybill.common.sql import create_engine
+from waybill.services.journal.hub import END, HubConfig, JournalHub
+from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import JournalStore, StoredEvent, run_event_batches, run_logs
 
 
 @pytest.fixture

@@ -20,9 +20,6 @@ import psycopg
 import pytest
 import redis
 
-from common import codec
-from common.launch import Stack
-from services.journal.store import unpack
 from tests.stacks import (
     SHARED_REDIS,
     drop_redis_keys,
@@ -35,6 +32,9 @@ from tests.stacks import (
     wait_until,
 )
 from tests.test_streaming import parse_sse
+from waybill.common import codec
+from waybill.common.launch import Stack
+from waybill.services.journal.store import unpack
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 pytestmark = pytest.mark.timeout(120)

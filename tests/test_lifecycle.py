@@ -57,10 +57,10 @@ def _children(pid: int) -> dict[int, str]:
 
 @contextmanager
 def launched(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """`python -m common.launch` (what `make run` runs), ready; killed if a test leaves it."""
+    """`python -m waybill.common.launch` (`make run`), ready; killed if a test leaves it."""
     env = {**os.environ, **stack_env(tmp_path)}
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "common.launch"],
+        [sys.executable, "-m", "waybill.common.launch"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

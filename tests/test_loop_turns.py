@@ -11,9 +11,9 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.graph import START, MessagesState, StateGraph
 
-from services.runner.loop_turns import LoopTurns
-from services.runner.models import ScriptedChatModel
-from services.runner.run_journal import RunJournal
+from waybill.services.runner.loop_turns import LoopTurns
+from waybill.services.runner.models import ScriptedChatModel
+from waybill.services.runner.run_journal import RunJournal
 
 
 class KeptRecords:

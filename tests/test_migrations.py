@@ -1,4 +1,4 @@
-"""Migrations run once per deploy (`python -m common.migrate`); a service only
+"""Migrations run once per deploy (`python -m waybill.common.migrate`); a service only
 checks its schema at start and refuses one it does not run on, saying why.
 Real processes, SQLite files and a fresh Postgres database."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from common.grpc_server import SCHEMA_EXIT_CODE
-from common.migrate import UPGRADES, schema_of
 from tests.stacks import fresh_postgres_database, stack_env
+from waybill.common.grpc_server import SCHEMA_EXIT_CODE
+from waybill.common.migrate import UPGRADES, schema_of
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -46,7 +46,7 @@ def refusal(module: str, env: dict[str, str]) -> str:
 
 def test_a_service_never_migrated_refuses_to_start(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
-    said = refusal("services.delivery.server", env)
+    said = refusal("waybill.services.delivery.server", env)
     needs = f"(this build needs {HEAD['delivery']})"
     assert f"refusing to start: the delivery schema is not migrated {needs}" in said
     assert "waybill migrate" in said
@@ -59,12 +59,12 @@ def test_a_service_never_migrated_refuses_to_start(tmp_path: Path) -> None:
 
 def test_migrate_then_every_service_checks_its_revision(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
-    done = run_module("common.migrate", env)
+    done = run_module("waybill.common.migrate", env)
     assert done.returncode == 0, done.stderr
     for service, head in HEAD.items():
         assert f"{service}: schema at {head}" in done.stdout
     # Twice is harmless: nothing to do the second time.
-    assert run_module("common.migrate", env).returncode == 0
+    assert run_module("waybill.common.migrate", env).returncode == 0
 
     # A revision this build knows, older than its head: the head's predecessor.
     older = schema_of("journal").script_directory().get_revision(HEAD["journal"]).down_revision
@@ -72,13 +72,13 @@ def test_migrate_then_every_service_checks_its_revision(tmp_path: Path) -> None:
     journal = sqlite3.connect(tmp_path / "journal.db")
     with journal:
         journal.execute("UPDATE alembic_version_journal SET version_num = ?", (older,))
-    said = refusal("services.journal.server", env)
+    said = refusal("waybill.services.journal.server", env)
     needs = f"this build needs {HEAD['journal']}: run the migrations"
     assert f"the journal schema is at {older}, {needs}" in said
 
     with journal:
         journal.execute("UPDATE alembic_version_journal SET version_num = '0042'")
-    said = refusal("services.journal.server", env)
+    said = refusal("waybill.services.journal.server", env)
     assert f"this build does not know journal schema 0042 (its newest is {HEAD['journal']})" in said
     assert "migrated by a newer release" in said
 
@@ -88,7 +88,9 @@ def test_postgres_migrations_run_once_even_when_started_twice(tmp_path: Path) ->
         env = stack_env(tmp_path, url)
         # Two migration jobs at once (a retried Job, two deploys): they take turns.
         with ThreadPoolExecutor(2) as pool:
-            runs = list(pool.map(lambda _: run_module("common.migrate", env, 120), range(2)))
+            runs = list(
+                pool.map(lambda _: run_module("waybill.common.migrate", env, 120), range(2))
+            )
         for done in runs:
             assert done.returncode == 0, done.stderr
             assert f"runner: schema at {HEAD['runner']}" in done.stdout
@@ -99,7 +101,7 @@ def test_postgres_migrations_run_once_even_when_started_twice(tmp_path: Path) ->
             # LangGraph's own tables are the runner's to check too.
             newest = conn.execute("SELECT max(v) FROM checkpoint_migrations").fetchone()[0]
             conn.execute("DELETE FROM checkpoint_migrations WHERE v = %s", (newest,))
-        said = refusal("services.runner.server", env)
+        said = refusal("waybill.services.runner.server", env)
         assert f"LangGraph's checkpoint_migrations is at {newest - 1}, this build needs " in said
         assert "run the migrations" in said
 
@@ -108,7 +110,7 @@ def test_wait_returns_once_another_run_has_migrated(tmp_path: Path) -> None:
     """`migrate --wait` (a pod's init step) migrates nothing; it waits for the Job."""
     env = stack_env(tmp_path)
     waiter = subprocess.Popen(
-        [sys.executable, "-m", "common.migrate", "--wait"],
+        [sys.executable, "-m", "waybill.common.migrate", "--wait"],
         env={**os.environ, **env, "WAYBILL_MIGRATE_LOCK_POLL_SECONDS": "0.1"},
         stdout=subprocess.PIPE,
         text=True,
@@ -119,7 +121,7 @@ def test_wait_returns_once_another_run_has_migrated(tmp_path: Path) -> None:
         waiting = waiter.stdout.readline()
         assert "waiting: the journal schema is not migrated" in waiting
         assert waiter.poll() is None
-        assert run_module("common.migrate", env).returncode == 0
+        assert run_module("waybill.common.migrate", env).returncode == 0
         assert waiter.wait(60) == 0
         assert "every schema is at this build's head" in waiter.stdout.read()
     finally:
@@ -135,7 +137,7 @@ def journal_to(url: str, revision: str, down: bool = False) -> None:
     from alembic.script import ScriptDirectory
     from sqlalchemy import create_engine as create_sync_engine
 
-    from services.journal.store import MIGRATIONS
+    from waybill.services.journal.store import MIGRATIONS
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -180,8 +182,8 @@ def test_stored_events_move_into_batch_rows_and_back(journal_database: tuple[str
     from sqlalchemy import create_engine as create_sync_engine
     from sqlalchemy import text
 
-    from common.sql import create_engine
-    from services.journal.store import JournalStore
+    from waybill.common.sql import create_engine
+    from waybill.services.journal.store import JournalStore
 
     sync_url, async_url = journal_database
     journal_to(sync_url, "0004")

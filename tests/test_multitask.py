@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from services.runner.execution import CANCELLED_TOOL_REPLY
 from tests.test_cancellation import start_slow_tool
 from tests.test_runs import poll_until_done, says
+from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
 
 
 async def test_interrupt_stops_the_active_run_then_starts(client: LangGraphClient) -> None:

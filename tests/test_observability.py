@@ -20,11 +20,11 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from common.launch import Stack
-from common.logs import redact
 from tests.stacks import free_port, metrics_url, running_stack, scrape, stack_env, wait_until
 from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.webhook_receiver import WebhookReceiver
+from waybill.common.launch import Stack
+from waybill.common.logs import redact
 
 SERVICES = ("gateway", "admission", "runner", "journal", "delivery")
 SECRET = "sk-live-9f8e7d6c5b4a3210"

@@ -12,9 +12,9 @@ import yaml
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import BadRequestError
 
-from common.launch import Stack
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import running_stack, stack_env
+from waybill.common.launch import Stack
 
 STUB_REPLY = "Hello from the stub: hi there"
 # The stub counts words: "hi there" in, six reply tokens out.

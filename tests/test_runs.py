@@ -10,7 +10,7 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from common.codec import system_assistant_id
+from waybill.common.codec import system_assistant_id
 
 
 def says(text: str) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from common.codec import system_assistant_id
-from common.launch import Stack
 from tests.stacks import stack_env
+from waybill.common.codec import system_assistant_id
+from waybill.common.launch import Stack
 
 
 async def test_ok_and_info(http: httpx.AsyncClient) -> None:

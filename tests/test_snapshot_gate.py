@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from langchain_core.tools import ToolException
 
-from common.settings import get_settings
-from services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate, write_file
+from waybill.common.settings import get_settings
+from waybill.services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate, write_file
 
 
 @pytest.fixture

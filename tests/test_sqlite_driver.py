@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from common import sqlite_driver
-from common.sql import create_engine
+from waybill.common import sqlite_driver
+from waybill.common.sql import create_engine
 
 
 async def test_statements_through_sqlalchemy(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ from langgraph_sdk.client import LangGraphClient
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from common.launch import Stack
-from services.delivery.store import receipts
-from services.journal.store import run_event_batches, run_logs
 from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.test_runs import says
+from waybill.common.launch import Stack
+from waybill.services.delivery.store import receipts
+from waybill.services.journal.store import run_event_batches, run_logs
 from waybill.v1 import delivery_pb2, delivery_pb2_grpc, journal_pb2, journal_pb2_grpc
 
 # ---- helpers ---------------------------------------------------------------------

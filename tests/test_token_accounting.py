@@ -20,12 +20,12 @@ import yaml
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack
-from common.usage import Price, TokenCount, summarize
-from services.runner.run_journal import source_of
-from services.runner.token_ledger import CallUsage, TokenLedger
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from waybill.common.launch import Stack
+from waybill.common.usage import Price, TokenCount, summarize
+from waybill.services.runner.run_journal import source_of
+from waybill.services.runner.token_ledger import CallUsage, TokenLedger
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 KEYS = {"alice": "alice-key-accounting", "bob": "bob-key-accounting"}

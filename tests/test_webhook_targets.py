@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.settings import Settings
-from common.webhook_targets import (
+from waybill.common.settings import Settings
+from waybill.common.webhook_targets import (
     CheckedTarget,
     WebhookTargetRefused,
     check_addresses,

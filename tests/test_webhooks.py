@@ -17,8 +17,6 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from common.launch import Stack, grpc_serving
-from services.delivery.signing import verify
 from tests.stacks import (
     eventually,
     free_port,
@@ -30,6 +28,8 @@ from tests.stacks import (
 )
 from tests.test_runs import says
 from tests.webhook_receiver import WebhookReceiver
+from waybill.common.launch import Stack, grpc_serving
+from waybill.services.delivery.signing import verify
 from waybill.v1 import delivery_pb2, delivery_pb2_grpc
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,10 +8,10 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from common import codec
-from gateway.peers import call
-from gateway.routes.threads import peers_of
-from gateway.schemas import (
+from waybill.common import codec
+from waybill.gateway.peers import call
+from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.schemas import (
     AssistantCount,
     AssistantCreate,
     AssistantPatch,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from gateway.peers import call
+from waybill.gateway.peers import call
 from waybill.v1 import channels_pb2
 
 router = APIRouter(tags=["channels"])

@@ -8,10 +8,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Request, Response
 
-from common import codec
-from gateway.peers import call
-from gateway.routes.threads import peers_of
-from gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch
+from waybill.common import codec
+from waybill.gateway.peers import call
+from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch
 from waybill.v1 import admission_pb2
 
 router = APIRouter(tags=["crons"])

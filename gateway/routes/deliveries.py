@@ -16,12 +16,12 @@ from fastapi import APIRouter, HTTPException, Request, Response, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from common import codec
-from common.errors import http_status_for
-from gateway.peers import Peers, call
-from gateway.routes.runs import get_run_record
-from gateway.routes.threads import peers_of
-from gateway.schemas import Envelope
+from waybill.common import codec
+from waybill.common.errors import http_status_for
+from waybill.gateway.peers import Peers, call
+from waybill.gateway.routes.runs import get_run_record
+from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.schemas import Envelope
 from waybill.v1 import admission_pb2, delivery_pb2
 
 router = APIRouter(tags=["delivery"])

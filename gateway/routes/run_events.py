@@ -14,10 +14,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Request, Response
 
-from common import codec
-from gateway.peers import call
-from gateway.routes.runs import get_run_record
-from gateway.routes.threads import peers_of
+from waybill.common import codec
+from waybill.gateway.peers import call
+from waybill.gateway.routes.runs import get_run_record
+from waybill.gateway.routes.threads import peers_of
 from waybill.v1 import admission_pb2, journal_pb2
 
 router = APIRouter(tags=["runs"])

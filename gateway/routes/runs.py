@@ -14,13 +14,13 @@ import grpc
 from fastapi import APIRouter, Body, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from common import codec
-from common.tracing import run_span
-from gateway.observability import observed_stream
-from gateway.peers import Peers, call
-from gateway.routes.threads import forget_runs, peers_of, remove_thread
-from gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
-from gateway.streams import (
+from waybill.common import codec
+from waybill.common.tracing import run_span
+from waybill.gateway.observability import observed_stream
+from waybill.gateway.peers import Peers, call
+from waybill.gateway.routes.threads import forget_runs, peers_of, remove_thread
+from waybill.gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
+from waybill.gateway.streams import (
     opened_sse_frames,
     resume_point,
     sse_frames,

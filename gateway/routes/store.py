@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from common import codec
-from gateway.peers import call
-from gateway.routes.threads import peers_of
-from gateway.schemas import StoreItemDelete, StoreItemPut, StoreNamespaces, StoreSearch
+from waybill.common import codec
+from waybill.gateway.peers import call
+from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.schemas import StoreItemDelete, StoreItemPut, StoreNamespaces, StoreSearch
 from waybill.v1 import runner_pb2
 
 router = APIRouter(tags=["store"])

@@ -7,9 +7,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from common import codec
-from gateway.peers import Peers, call
-from gateway.schemas import (
+from waybill.common import codec
+from waybill.gateway.peers import Peers, call
+from waybill.gateway.schemas import (
     ThreadCount,
     ThreadCreate,
     ThreadHistory,

@@ -16,11 +16,11 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common import codec
-from common.errors import conflict, not_found
-from services.admission.json_filters import contains
-from services.admission.records import AssistantRecord
-from services.admission.tables import assistant_versions, assistants
+from waybill.common import codec
+from waybill.common.errors import conflict, not_found
+from waybill.services.admission.json_filters import contains
+from waybill.services.admission.records import AssistantRecord
+from waybill.services.admission.tables import assistant_versions, assistants
 
 SORTABLE = ("assistant_id", "graph_id", "name", "created_at", "updated_at")
 # Sorted ignoring case, as LangGraph Platform sorts them.

@@ -15,10 +15,10 @@ from typing import Any
 
 import grpc
 
-from common import codec
-from common.errors import ServiceError, invalid, not_found, refused
-from services.admission.assistant_store import AssistantFilter, AssistantStore
-from services.admission.records import AssistantRecord
+from waybill.common import codec
+from waybill.common.errors import ServiceError, invalid, not_found, refused
+from waybill.services.admission.assistant_store import AssistantFilter, AssistantStore
+from waybill.services.admission.records import AssistantRecord
 
 SYSTEM_CREATED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 

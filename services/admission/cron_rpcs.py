@@ -12,12 +12,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from common import codec
-from common.errors import forbidden, invalid
-from common.grpc_server import translate_errors
-from common.identity import LOCAL_USER, Principal, caller_of, owner_filter
-from services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
-from services.admission.crons import (
+from waybill.common import codec
+from waybill.common.errors import forbidden, invalid
+from waybill.common.grpc_server import translate_errors
+from waybill.common.identity import LOCAL_USER, Principal, caller_of, owner_filter
+from waybill.services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
+from waybill.services.admission.crons import (
     ON_RUN_COMPLETED,
     CronRecord,
     check_expression,
@@ -25,9 +25,9 @@ from services.admission.crons import (
     parse_end_time,
     parse_time_zone,
 )
-from services.admission.policy import SECRETS_KEY
-from services.admission.records import RunRecord
-from services.admission.schedule_clock import SystemClock
+from waybill.services.admission.policy import SECRETS_KEY
+from waybill.services.admission.records import RunRecord
+from waybill.services.admission.schedule_clock import SystemClock
 from waybill.v1 import admission_pb2
 
 

@@ -16,13 +16,13 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common import codec
-from common.errors import not_found
-from services.admission.crons import CronRecord
-from services.admission.json_filters import contains
-from services.admission.records import ACTIVE_STATUSES
-from services.admission.tables import cron_firings, crons, runs
-from services.admission.wakeups import crons_payload, notify
+from waybill.common import codec
+from waybill.common.errors import not_found
+from waybill.services.admission.crons import CronRecord
+from waybill.services.admission.json_filters import contains
+from waybill.services.admission.records import ACTIVE_STATUSES
+from waybill.services.admission.tables import cron_firings, crons, runs
+from waybill.services.admission.wakeups import crons_payload, notify
 
 SORT_COLUMNS = {
     "cron_id": crons.c.cron_id,

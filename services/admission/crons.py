@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, croniter
 
-from common import codec
-from common.errors import invalid
-from common.identity import Principal
+from waybill.common import codec
+from waybill.common.errors import invalid
+from waybill.common.identity import Principal
 from waybill.v1 import admission_pb2
 
 ON_RUN_COMPLETED = ("delete", "keep")

@@ -16,10 +16,10 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from common import codec
-from services.admission import metrics
-from services.admission.records import RunRecord
-from services.admission.store import AdmissionStore
+from waybill.common import codec
+from waybill.services.admission import metrics
+from waybill.services.admission.records import RunRecord
+from waybill.services.admission.store import AdmissionStore
 from waybill.v1 import admission_pb2
 
 log = logging.getLogger("waybill.admission.dispatch")

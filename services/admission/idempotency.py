@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from common import codec
-from common.errors import busy
+from waybill.common import codec
+from waybill.common.errors import busy
 from waybill.v1 import admission_pb2
 
 

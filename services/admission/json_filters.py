@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, true, type_coerce
 from sqlalchemy.dialects.postgresql import JSONB
 
-from common import codec
+from waybill.common import codec
 
 
 def contains(column: Any, wanted: dict[str, Any], is_postgres: bool) -> ColumnElement[bool]:

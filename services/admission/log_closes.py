@@ -39,9 +39,9 @@ import grpc
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common import codec
-from services.admission import metrics
-from services.admission.tables import log_closes
+from waybill.common import codec
+from waybill.services.admission import metrics
+from waybill.services.admission.tables import log_closes
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 log = logging.getLogger("waybill.admission.log_closes")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from common.metrics import WAIT_BUCKETS
-from common.usage import TokenCount
+from waybill.common.metrics import WAIT_BUCKETS
+from waybill.common.usage import TokenCount
 
 RUNS_ADMITTED = Counter("waybill_runs_admitted", "Runs admitted (stored pending or leased).")
 RUNS_STARTED = Counter(

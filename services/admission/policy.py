@@ -19,15 +19,20 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from common import codec
-from common.errors import forbidden, invalid, refused
-from common.identity import Principal
-from common.sealed import seal
-from common.settings import Settings
-from common.webhook_targets import WebhookTargetRefused, check_webhook_url
-from services.admission.assistants import with_assistant_defaults
-from services.admission.records import CANCEL_ACTIONS, LOCAL_OWNER, AssistantRecord, RunRecord
-from services.admission.secret_scan import find_secret
+from waybill.common import codec
+from waybill.common.errors import forbidden, invalid, refused
+from waybill.common.identity import Principal
+from waybill.common.sealed import seal
+from waybill.common.settings import Settings
+from waybill.common.webhook_targets import WebhookTargetRefused, check_webhook_url
+from waybill.services.admission.assistants import with_assistant_defaults
+from waybill.services.admission.records import (
+    CANCEL_ACTIONS,
+    LOCAL_OWNER,
+    AssistantRecord,
+    RunRecord,
+)
+from waybill.services.admission.secret_scan import find_secret
 from waybill.v1 import admission_pb2, common_pb2
 
 # Set by the server from the authenticated caller; a client's values are dropped.

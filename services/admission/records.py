@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from common import codec
-from common.identity import LOCAL_USER
+from waybill.common import codec
+from waybill.common.identity import LOCAL_USER
 from waybill.v1 import admission_pb2, common_pb2
 
 ACTIVE_STATUSES = ("pending", "running")

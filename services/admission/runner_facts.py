@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import grpc
 
-from common import codec
-from common.errors import not_found
+from waybill.common import codec
+from waybill.common.errors import not_found
 from waybill.v1 import runner_pb2, runner_pb2_grpc
 
 

@@ -13,7 +13,7 @@ import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import codec
+from waybill.common import codec
 
 
 class SystemClock:

@@ -32,12 +32,12 @@ from datetime import datetime, timedelta
 
 import grpc
 
-from common import codec
-from common.errors import ServiceError
-from common.identity import Principal
-from services.admission.cron_store import CronStore
-from services.admission.crons import CronRecord
-from services.admission.schedule_clock import SystemClock
+from waybill.common import codec
+from waybill.common.errors import ServiceError
+from waybill.common.identity import Principal
+from waybill.services.admission.cron_store import CronStore
+from waybill.services.admission.crons import CronRecord
+from waybill.services.admission.schedule_clock import SystemClock
 from waybill.v1 import admission_pb2, common_pb2
 
 log = logging.getLogger("waybill.admission.scheduler")

@@ -11,23 +11,28 @@ from typing import Any
 import grpc
 from sqlalchemy.exc import IntegrityError
 
-from common import codec
-from common.errors import ServiceError, busy, invalid, refused
-from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.identity import LOCAL_USER, Principal, acting_user, caller_of, owner_filter
-from common.metrics import ScrapedGauge, register
-from common.sealed import SecretsUnavailable, secrets_key
-from common.settings import Settings, get_settings
-from common.tracing import run_span
-from services.admission import metrics
-from services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
-from services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
-from services.admission.cron_rpcs import CronRpcs
-from services.admission.cron_store import CronStore
-from services.admission.dispatch import RunnerConnection, RunnerPool
-from services.admission.idempotency import IdempotencyKey, KeyedRun, key_for, replayed_run_id
-from services.admission.log_closes import LogCloser, LogCloseStore
-from services.admission.policy import (
+from waybill.common import codec
+from waybill.common.errors import ServiceError, busy, invalid, refused
+from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.identity import LOCAL_USER, Principal, acting_user, caller_of, owner_filter
+from waybill.common.metrics import ScrapedGauge, register
+from waybill.common.sealed import SecretsUnavailable, secrets_key
+from waybill.common.settings import Settings, get_settings
+from waybill.common.tracing import run_span
+from waybill.services.admission import metrics
+from waybill.services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
+from waybill.services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
+from waybill.services.admission.cron_rpcs import CronRpcs
+from waybill.services.admission.cron_store import CronStore
+from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
+from waybill.services.admission.idempotency import (
+    IdempotencyKey,
+    KeyedRun,
+    key_for,
+    replayed_run_id,
+)
+from waybill.services.admission.log_closes import LogCloser, LogCloseStore
+from waybill.services.admission.policy import (
     SECRETS_KEY,
     admitted_kwargs,
     build_run,
@@ -35,21 +40,21 @@ from services.admission.policy import (
     identity_of,
     requested_checkpoint,
 )
-from services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES, RunRecord
-from services.admission.runner_facts import RunnerFacts
-from services.admission.schedule_clock import clock_for
-from services.admission.scheduler import Scheduler
-from services.admission.schema import SCHEMA
-from services.admission.store import AdmissionStore, Lease, RunEnd
-from services.admission.thread_queries import (
+from waybill.services.admission.records import CANCEL_ACTIONS, TERMINAL_STATUSES, RunRecord
+from waybill.services.admission.runner_facts import RunnerFacts
+from waybill.services.admission.schedule_clock import clock_for
+from waybill.services.admission.scheduler import Scheduler
+from waybill.services.admission.schema import SCHEMA
+from waybill.services.admission.store import AdmissionStore, Lease, RunEnd
+from waybill.services.admission.thread_queries import (
     SORT_KEYS,
     SORT_ORDERS,
     THREAD_STATUSES,
     ThreadQuery,
 )
-from services.admission.thread_removal import ThreadRemoval
-from services.admission.usage_rpcs import token_counts_of, token_usage
-from services.admission.wakeups import WakeupListener
+from waybill.services.admission.thread_removal import ThreadRemoval
+from waybill.services.admission.usage_rpcs import token_counts_of, token_usage
+from waybill.services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.admission")

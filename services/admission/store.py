@@ -26,14 +26,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common import codec
-from common.errors import busy, conflict, not_found
-from common.sql import migrate
-from common.usage import TokenCount, summarize
-from services.admission.idempotency import IdempotencyKey, KeyedRun
-from services.admission.log_closes import owe_close
-from services.admission.metrics import RUNS_FINISHED
-from services.admission.records import (
+from waybill.common import codec
+from waybill.common.errors import busy, conflict, not_found
+from waybill.common.sql import migrate
+from waybill.common.usage import TokenCount, summarize
+from waybill.services.admission.idempotency import IdempotencyKey, KeyedRun
+from waybill.services.admission.log_closes import owe_close
+from waybill.services.admission.metrics import RUNS_FINISHED
+from waybill.services.admission.records import (
     ACTIVE_STATUSES,
     CANCEL_ACTIONS,
     THREAD_STATUS_AFTER_RUN,
@@ -41,8 +41,8 @@ from services.admission.records import (
     ThreadRecord,
     allowed_sources,
 )
-from services.admission.tables import idempotency_keys, runs, threads
-from services.admission.thread_queries import (
+from waybill.services.admission.tables import idempotency_keys, runs, threads
+from waybill.services.admission.thread_queries import (
     ThreadQuery,
     filters,
     has_active_run,
@@ -50,8 +50,8 @@ from services.admission.thread_queries import (
     ordering,
     thread_columns,
 )
-from services.admission.usage_ledger import record_usage
-from services.admission.wakeups import cancel_payload, notify, wake_payload
+from waybill.services.admission.usage_ledger import record_usage
+from waybill.services.admission.wakeups import cancel_payload, notify, wake_payload
 
 log = logging.getLogger("waybill.admission.store")
 

@@ -28,9 +28,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import KeyedColumnElement
 
-from common import codec
-from services.admission.records import ACTIVE_STATUSES
-from services.admission.tables import runs, threads
+from waybill.common import codec
+from waybill.services.admission.records import ACTIVE_STATUSES
+from waybill.services.admission.tables import runs, threads
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")

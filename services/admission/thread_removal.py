@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import grpc
 
-from common.errors import ServiceError
-from common.settings import Settings
-from services.admission.store import AdmissionStore
+from waybill.common.errors import ServiceError
+from waybill.common.settings import Settings
+from waybill.services.admission.store import AdmissionStore
 from waybill.v1 import (
     delivery_pb2,
     delivery_pb2_grpc,

@@ -9,8 +9,8 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common.usage import COUNTS, TokenCount, summarize
-from services.admission.tables import token_usage
+from waybill.common.usage import COUNTS, TokenCount, summarize
+from waybill.services.admission.tables import token_usage
 
 
 async def record_usage(

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 
 import grpc
 
-from common import codec
-from common.errors import ServiceError, invalid
-from common.identity import Principal
-from common.usage import SOURCES, TokenCount
-from services.admission.store import AdmissionStore
-from services.admission.usage_ledger import summed_usage
+from waybill.common import codec
+from waybill.common.errors import ServiceError, invalid
+from waybill.common.identity import Principal
+from waybill.common.usage import SOURCES, TokenCount
+from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.usage_ledger import summed_usage
 from waybill.v1 import admission_pb2
 
 

@@ -24,12 +24,12 @@ from typing import Any
 import grpc
 import httpx
 
-from common import codec
-from common.settings import Settings
-from common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
-from services.delivery import signing
-from services.delivery.metrics import WEBHOOK_ATTEMPTS
-from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
+from waybill.common import codec
+from waybill.common.settings import Settings
+from waybill.common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
+from waybill.services.delivery import signing
+from waybill.services.delivery.metrics import WEBHOOK_ATTEMPTS
+from waybill.services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.delivery.outbox")

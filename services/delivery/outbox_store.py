@@ -22,8 +22,12 @@ from typing import Any
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from common.errors import not_found
-from services.delivery.tables import webhook_attempts, webhook_deliveries, webhook_subscriptions
+from waybill.common.errors import not_found
+from waybill.services.delivery.tables import (
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_subscriptions,
+)
 
 
 @dataclass

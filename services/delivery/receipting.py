@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from common import codec
-from common.settings import Settings
-from services.delivery.outbox_store import OutboxStore
-from services.delivery.store import OwedWebhook, ReceiptRecord, ReceiptStore
-from services.delivery.verification import RunEnding, judge
-from services.delivery.workspace_files import FileEntry, changes, snapshot, thread_root
+from waybill.common import codec
+from waybill.common.settings import Settings
+from waybill.services.delivery.outbox_store import OutboxStore
+from waybill.services.delivery.store import OwedWebhook, ReceiptRecord, ReceiptStore
+from waybill.services.delivery.verification import RunEnding, judge
+from waybill.services.delivery.workspace_files import FileEntry, changes, snapshot, thread_root
 from waybill.v1 import delivery_pb2
 
 

@@ -9,22 +9,27 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from common import codec
-from common.errors import invalid, not_found
-from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.identity import acting_user
-from common.settings import Settings, get_settings
-from common.tracing import run_span
-from common.webhook_targets import WebhookTargetRefused, check_webhook_url
-from services.delivery.channels.server import ChannelsService
-from services.delivery.channels.store import ChannelStore
-from services.delivery.metrics import RECEIPTS_WRITTEN
-from services.delivery.outbox import Outbox
-from services.delivery.outbox_store import AttemptRow, DeliveryRow, OutboxStore, SubscriptionRow
-from services.delivery.receipting import write_receipt
-from services.delivery.schema import SCHEMA
-from services.delivery.store import ReceiptRecord, ReceiptStore
-from services.delivery.workspace_files import (
+from waybill.common import codec
+from waybill.common.errors import invalid, not_found
+from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.identity import acting_user
+from waybill.common.settings import Settings, get_settings
+from waybill.common.tracing import run_span
+from waybill.common.webhook_targets import WebhookTargetRefused, check_webhook_url
+from waybill.services.delivery.channels.server import ChannelsService
+from waybill.services.delivery.channels.store import ChannelStore
+from waybill.services.delivery.metrics import RECEIPTS_WRITTEN
+from waybill.services.delivery.outbox import Outbox
+from waybill.services.delivery.outbox_store import (
+    AttemptRow,
+    DeliveryRow,
+    OutboxStore,
+    SubscriptionRow,
+)
+from waybill.services.delivery.receipting import write_receipt
+from waybill.services.delivery.schema import SCHEMA
+from waybill.services.delivery.store import ReceiptRecord, ReceiptStore
+from waybill.services.delivery.workspace_files import (
     CHUNK,
     FileEntry,
     confined,

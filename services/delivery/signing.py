@@ -16,7 +16,7 @@ import os
 
 from cryptography.fernet import Fernet
 
-from common.settings import Settings
+from waybill.common.settings import Settings
 
 log = logging.getLogger("waybill.delivery")
 

@@ -16,16 +16,16 @@ from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common import codec
-from common.errors import ServiceError, busy, conflict, not_found
-from common.sql import migrate
-from services.delivery.tables import (
+from waybill.common import codec
+from waybill.common.errors import ServiceError, busy, conflict, not_found
+from waybill.common.sql import migrate
+from waybill.services.delivery.tables import (
     receipts,
     webhook_deliveries,
     webhook_subscriptions,
     workspace_snapshots,
 )
-from services.delivery.workspace_files import Change, FileEntry
+from waybill.services.delivery.workspace_files import Change, FileEntry
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.delivery.workspace_files import Change, FileEntry, normalized
+from waybill.services.delivery.workspace_files import Change, FileEntry, normalized
 
 
 @dataclass

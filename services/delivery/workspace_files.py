@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from common.errors import invalid, not_found
-from common.settings import Settings
+from waybill.common.errors import invalid, not_found
+from waybill.common.settings import Settings
 
 CHUNK = 64 * 1024
 UPLOADS = "uploads"

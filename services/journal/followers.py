@@ -9,9 +9,9 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from services.journal.redis_log import END_ID, UNREACHABLE, RedisLog, entry_id, event_of
-from services.journal.stats import STATS
-from services.journal.subscriber import Subscriber
+from waybill.services.journal.redis_log import END_ID, UNREACHABLE, RedisLog, entry_id, event_of
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.subscriber import Subscriber
 
 log = logging.getLogger("waybill.journal")
 

@@ -57,11 +57,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from common.errors import ServiceError, busy, not_found
-from services.journal.stats import STATS
-from services.journal.store import EXPIRED, FORGOTTEN, JournalStore, StoredEvent
-from services.journal.subscriber import END, Follow, Page, Subscriber, subscription
-from services.journal.writer import WriteBehind
+from waybill.common.errors import ServiceError, busy, not_found
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import EXPIRED, FORGOTTEN, JournalStore, StoredEvent
+from waybill.services.journal.subscriber import END, Follow, Page, Subscriber, subscription
+from waybill.services.journal.writer import WriteBehind
 
 __all__ = ["END", "HubConfig", "JournalHub", "LogExpired", "gone_error"]
 

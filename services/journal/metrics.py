@@ -9,8 +9,8 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from common.metrics import LATENCY_BUCKETS
-from services.journal.stats import STATS
+from waybill.common.metrics import LATENCY_BUCKETS
+from waybill.services.journal.stats import STATS
 
 APPEND_SECONDS = Histogram(
     "waybill_journal_append_seconds",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from common import codec
-from common.errors import invalid
-from common.run_records import MAX_PAGE, RECORD_TYPES
-from services.journal.records import Record, RecordPage, RecordStore
+from waybill.common import codec
+from waybill.common.errors import invalid
+from waybill.common.run_records import MAX_PAGE, RECORD_TYPES
+from waybill.services.journal.records import Record, RecordPage, RecordStore
 from waybill.v1 import journal_pb2
 
 

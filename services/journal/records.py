@@ -29,8 +29,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from common.errors import busy
-from services.journal.store import forgotten_runs, run_logs
+from waybill.common.errors import busy
+from waybill.services.journal.store import forgotten_runs, run_logs
 
 metadata = MetaData()
 run_records = Table(

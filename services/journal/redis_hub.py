@@ -16,14 +16,14 @@ from typing import TypeVar
 
 import grpc
 
-from common.errors import ServiceError, busy
-from services.journal.followers import Followers
-from services.journal.hub import HubConfig, gone_error
-from services.journal.redis_log import UNREACHABLE, Appended, RedisLog
-from services.journal.stats import STATS
-from services.journal.store import JournalStore, StoredEvent
-from services.journal.subscriber import Page, Subscriber, subscription
-from services.journal.writer import WriteBehind
+from waybill.common.errors import ServiceError, busy
+from waybill.services.journal.followers import Followers
+from waybill.services.journal.hub import HubConfig, gone_error
+from waybill.services.journal.redis_log import UNREACHABLE, Appended, RedisLog
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import JournalStore, StoredEvent
+from waybill.services.journal.subscriber import Page, Subscriber, subscription
+from waybill.services.journal.writer import WriteBehind
 
 log = logging.getLogger("waybill.journal")
 T = TypeVar("T")

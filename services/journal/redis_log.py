@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.journal.store import StoredEvent
+from waybill.services.journal.store import StoredEvent
 
 END_ID = b"1-0"
 # Failures worth retrying or falling back from: Redis is unreachable or restarting.

@@ -8,9 +8,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from common import codec
-from services.journal.stats import STATS
-from services.journal.store import JournalStore
+from waybill.common import codec
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import JournalStore
 
 log = logging.getLogger("waybill.journal")
 

@@ -3,9 +3,9 @@ at start (it never migrates by itself)."""
 
 from __future__ import annotations
 
-from common.schema import Schema
-from common.settings import Settings
-from services.journal.store import MIGRATIONS
+from waybill.common.schema import Schema
+from waybill.common.settings import Settings
+from waybill.services.journal.store import MIGRATIONS
 
 SCHEMA = Schema("journal", MIGRATIONS)
 

@@ -7,27 +7,27 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from common import codec
-from common.errors import ServiceError, invalid
-from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.metrics import StatsCollector, register
-from common.settings import Settings, get_settings
-from common.tracing import run_span
-from services.journal.hub import END, HubConfig, JournalHub, LogExpired
-from services.journal.metrics import (
+from waybill.common import codec
+from waybill.common.errors import ServiceError, invalid
+from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.metrics import StatsCollector, register
+from waybill.common.settings import Settings, get_settings
+from waybill.common.tracing import run_span
+from waybill.services.journal.hub import END, HubConfig, JournalHub, LogExpired
+from waybill.services.journal.metrics import (
     APPEND_SECONDS,
     STALE_APPENDS,
     STATS_DOCS,
     STATS_GAUGES,
     JournalLag,
 )
-from services.journal.record_rpcs import append_records, list_records
-from services.journal.records import RecordStore
-from services.journal.redis_hub import RedisConfig, RedisJournalHub
-from services.journal.retention import sweep_forever
-from services.journal.schema import SCHEMA
-from services.journal.stats import STATS
-from services.journal.store import JournalStore, StoredEvent
+from waybill.services.journal.record_rpcs import append_records, list_records
+from waybill.services.journal.records import RecordStore
+from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
+from waybill.services.journal.retention import sweep_forever
+from waybill.services.journal.schema import SCHEMA
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import JournalStore, StoredEvent
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 # Trailing metadata of a Subscribe refused because the run's events expired; the

@@ -42,8 +42,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import BindParameter
 
-from common import codec
-from common.sql import migrate
+from waybill.common import codec
+from waybill.common.sql import migrate
 from waybill.v1 import journal_pb2
 
 MIGRATIONS = Path(__file__).parent / "migrations"

@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.journal.stats import STATS
-from services.journal.store import StoredEvent
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import StoredEvent
 
 END = None  # the last item a subscription yields: the log is complete
 

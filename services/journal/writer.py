@@ -8,8 +8,8 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from services.journal.stats import STATS
-from services.journal.store import JournalStore, StoredEvent
+from waybill.services.journal.stats import STATS
+from waybill.services.journal.store import JournalStore, StoredEvent
 
 log = logging.getLogger("waybill.journal")
 

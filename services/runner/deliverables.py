@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 
-from services.runner.agent.tools import authorized
-from services.runner.agent.workspace import WORKSPACE_TOOLS
+from waybill.services.runner.agent.tools import authorized
+from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
 
 WORKSPACE_TOOL_NAMES = frozenset(t.name for t in WORKSPACE_TOOLS)
 PRESENT_FILES = "present_files"

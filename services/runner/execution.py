@@ -21,26 +21,35 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
-from common import codec
-from common.identity import LOCAL_USER
-from common.sealed import secrets_key, unseal
-from common.settings import get_settings
-from common.usage import TokenCount, summarize
-from services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
-from services.runner.conversation import closing_answer, unanswered_tool_calls
-from services.runner.deliverables import added_messages, has_workspace_tools, presented_paths
-from services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
-from services.runner.frames import FrameEncoder, error_event, metadata_event, requested_modes
-from services.runner.graphs import GraphRegistry
-from services.runner.journal_link import JournalLink
-from services.runner.journal_sink import JournalSink
-from services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
-from services.runner.owned_store import OwnedStore
-from services.runner.record_sink import RecordSink
-from services.runner.run_journal import RunJournal, delivery_record, with_callbacks
-from services.runner.stats import STATS
-from services.runner.store import RunnerStore
-from services.runner.token_ledger import token_count_proto
+from waybill.common import codec
+from waybill.common.identity import LOCAL_USER
+from waybill.common.sealed import secrets_key, unseal
+from waybill.common.settings import get_settings
+from waybill.common.usage import TokenCount, summarize
+from waybill.services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
+from waybill.services.runner.conversation import closing_answer, unanswered_tool_calls
+from waybill.services.runner.deliverables import (
+    added_messages,
+    has_workspace_tools,
+    presented_paths,
+)
+from waybill.services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
+from waybill.services.runner.frames import (
+    FrameEncoder,
+    error_event,
+    metadata_event,
+    requested_modes,
+)
+from waybill.services.runner.graphs import GraphRegistry
+from waybill.services.runner.journal_link import JournalLink
+from waybill.services.runner.journal_sink import JournalSink
+from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
+from waybill.services.runner.owned_store import OwnedStore
+from waybill.services.runner.record_sink import RecordSink
+from waybill.services.runner.run_journal import RunJournal, delivery_record, with_callbacks
+from waybill.services.runner.stats import STATS
+from waybill.services.runner.store import RunnerStore
+from waybill.services.runner.token_ledger import token_count_proto
 from waybill.v1 import (
     admission_pb2,
     admission_pb2_grpc,

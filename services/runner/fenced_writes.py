@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from common.sqlite_driver import SqliteConnection
+from waybill.common.sqlite_driver import SqliteConnection
 
 FENCE_QUERY = "SELECT epoch FROM run_fences WHERE run_id = {}"
 

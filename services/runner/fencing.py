@@ -23,9 +23,9 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from services.runner.fenced_writes import put_writes_fenced
-from services.runner.stats import STATS
-from services.runner.store import RunnerStore
+from waybill.services.runner.fenced_writes import put_writes_fenced
+from waybill.services.runner.stats import STATS
+from waybill.services.runner.store import RunnerStore
 
 STALE_EPOCH_MARK = "waybill: stale epoch"  # raised by the fence trigger (migration 0002)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk
 
-from common import codec
+from waybill.common import codec
 
 # What a client may ask for -> what `graph.astream` is given.
 STREAM_MODES = {

@@ -26,7 +26,7 @@ import grpc
 from waybill.v1 import journal_pb2_grpc
 
 if TYPE_CHECKING:
-    from services.runner.journal_sink import JournalSink
+    from waybill.services.runner.journal_sink import JournalSink
 
 log = logging.getLogger("waybill.runner.journal")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from services.runner.fencing import RunFence
-from services.runner.journal_link import JournalLink
+from waybill.services.runner.fencing import RunFence
+from waybill.services.runner.journal_link import JournalLink
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 

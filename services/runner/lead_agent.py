@@ -17,16 +17,16 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
-from common.settings import get_settings
-from services.runner.agent.middleware import (
+from waybill.common.settings import get_settings
+from waybill.services.runner.agent.middleware import (
     ModelRequest,
     apply_after,
     apply_before,
     default_chain,
 )
-from services.runner.agent.tools import assemble, authorized
-from services.runner.models import create_chat_model
-from services.runner.run_journal import note_middleware
+from waybill.services.runner.agent.tools import assemble, authorized
+from waybill.services.runner.models import create_chat_model
+from waybill.services.runner.run_journal import note_middleware
 
 
 class LeadAgentContext(TypedDict, total=False):

@@ -26,8 +26,8 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from common.settings import ModelSpec, Settings, get_settings
-from services.runner.stats import STATS
+from waybill.common.settings import ModelSpec, Settings, get_settings
+from waybill.services.runner.stats import STATS
 
 
 class UnknownModelError(ValueError):

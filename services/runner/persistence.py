@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from common import sqlite_driver
-from common.settings import Settings
+from waybill.common import sqlite_driver
+from waybill.common.settings import Settings
 
 
 async def relax_sync(connection: Any) -> None:

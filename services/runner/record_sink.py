@@ -19,8 +19,8 @@ import contextlib
 import threading
 from typing import Any
 
-from common import codec
-from services.runner.fencing import RunFence
+from waybill.common import codec
+from waybill.services.runner.fencing import RunFence
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 

@@ -27,10 +27,10 @@ from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from common.usage import SOURCES
-from services.runner.loop_turns import LoopTurns, no_turn
-from services.runner.record_sink import RecordSink
-from services.runner.token_ledger import TokenLedger, usage_of
+from waybill.common.usage import SOURCES
+from waybill.services.runner.loop_turns import LoopTurns, no_turn
+from waybill.services.runner.record_sink import RecordSink
+from waybill.services.runner.token_ledger import TokenLedger, usage_of
 
 ERROR_TEXT_MAX = 2000
 MIDDLEWARE_TAG = "waybill:middleware"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from common.schema import MIGRATE_HINT, Schema, SchemaMismatch
-from common.settings import Settings
-from services.runner.persistence import open_checkpointer, open_store
-from services.runner.store import MIGRATIONS, RunnerStore
+from waybill.common.schema import MIGRATE_HINT, Schema, SchemaMismatch
+from waybill.common.settings import Settings
+from waybill.services.runner.persistence import open_checkpointer, open_store
+from waybill.services.runner.store import MIGRATIONS, RunnerStore
 
 SCHEMA = Schema("runner", MIGRATIONS)
 

@@ -11,23 +11,23 @@ from typing import Any
 import grpc
 from langgraph.errors import InvalidUpdateError
 
-from common import codec
-from common.errors import invalid, not_found
-from common.grpc_server import configure_logging, run_service, serve, translate_errors
-from common.identity import acting_user
-from common.metrics import StatsCollector, register
-from common.settings import Settings, get_settings
-from services.runner.agent.workspace import remove_workspace
-from services.runner.execution import Peers, RunLimits
-from services.runner.graphs import GraphNotFoundError, GraphRegistry
-from services.runner.journal_link import JournalLink
-from services.runner.owned_store import OwnedStore
-from services.runner.persistence import open_checkpointer, open_store
-from services.runner.schema import check as check_schema
-from services.runner.state import EMPTY_STATE, snapshot_to_dict
-from services.runner.stats import STATS
-from services.runner.store import RunnerStore
-from services.runner.worker import Worker
+from waybill.common import codec
+from waybill.common.errors import invalid, not_found
+from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.identity import acting_user
+from waybill.common.metrics import StatsCollector, register
+from waybill.common.settings import Settings, get_settings
+from waybill.services.runner.agent.workspace import remove_workspace
+from waybill.services.runner.execution import Peers, RunLimits
+from waybill.services.runner.graphs import GraphNotFoundError, GraphRegistry
+from waybill.services.runner.journal_link import JournalLink
+from waybill.services.runner.owned_store import OwnedStore
+from waybill.services.runner.persistence import open_checkpointer, open_store
+from waybill.services.runner.schema import check as check_schema
+from waybill.services.runner.state import EMPTY_STATE, snapshot_to_dict
+from waybill.services.runner.stats import STATS
+from waybill.services.runner.store import RunnerStore
+from waybill.services.runner.worker import Worker
 from waybill.v1 import (
     admission_pb2_grpc,
     delivery_pb2_grpc,

@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from common.sql import migrate
+from waybill.common.sql import migrate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

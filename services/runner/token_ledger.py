@@ -11,7 +11,7 @@ from uuid import UUID
 
 from langchain_core.outputs import LLMResult
 
-from common.usage import Price, TokenCount
+from waybill.common.usage import Price, TokenCount
 from waybill.v1 import admission_pb2
 
 

@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from common.tracing import run_span
-from services.runner.execution import Peers, RunExecution, RunLimits
-from services.runner.graphs import GraphRegistry
-from services.runner.store import RunnerStore
+from waybill.common.tracing import run_span
+from waybill.services.runner.execution import Peers, RunExecution, RunLimits
+from waybill.services.runner.graphs import GraphRegistry
+from waybill.services.runner.store import RunnerStore
 from waybill.v1 import admission_pb2, common_pb2
 
 log = logging.getLogger("waybill.runner.worker")

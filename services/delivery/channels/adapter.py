@@ -16,9 +16,9 @@ from typing import Any
 import grpc
 import httpx
 
-from common import codec
-from common.errors import ServiceError, invalid
-from services.delivery.channels.config import ChannelSpec
+from waybill.common import codec
+from waybill.common.errors import ServiceError, invalid
+from waybill.services.delivery.channels.config import ChannelSpec
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from common.identity import LOCAL_USER, ROLE_SCOPES, Principal
-from common.settings import Settings
+from waybill.common.identity import LOCAL_USER, ROLE_SCOPES, Principal
+from waybill.common.settings import Settings
 
 PLATFORMS = ("telegram", "slack", "webhook")
 DEFAULT_API_BASE = {"telegram": "https://api.telegram.org", "slack": "https://slack.com/api"}

@@ -23,22 +23,22 @@ from typing import Any
 import grpc
 import httpx
 
-from common import codec
-from common.errors import ServiceError, not_found
-from common.settings import Settings
-from services.delivery.channels import commands
-from services.delivery.channels.adapter import (
+from waybill.common import codec
+from waybill.common.errors import ServiceError, not_found
+from waybill.common.settings import Settings
+from waybill.services.delivery.channels import commands
+from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
     InboundMessage,
     PlatformCallFailed,
 )
-from services.delivery.channels.config import ChannelSpec, owner_principal
-from services.delivery.channels.replies import stream_reply
-from services.delivery.channels.signed_webhook import SignedWebhookAdapter
-from services.delivery.channels.slack import SlackAdapter
-from services.delivery.channels.store import HOLDER, ChannelStore, OwedReply
-from services.delivery.channels.telegram import TelegramAdapter
+from waybill.services.delivery.channels.config import ChannelSpec, owner_principal
+from waybill.services.delivery.channels.replies import stream_reply
+from waybill.services.delivery.channels.signed_webhook import SignedWebhookAdapter
+from waybill.services.delivery.channels.slack import SlackAdapter
+from waybill.services.delivery.channels.store import HOLDER, ChannelStore, OwedReply
+from waybill.services.delivery.channels.telegram import TelegramAdapter
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2, journal_pb2_grpc
 
 log = logging.getLogger("waybill.channels")

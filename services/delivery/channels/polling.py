@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from common.settings import Settings
-from services.delivery.channels.adapter import InboundMessage, PlatformCallFailed
-from services.delivery.channels.dispatch import ChannelDispatcher
-from services.delivery.channels.store import HOLDER, ChannelStore
-from services.delivery.channels.telegram import TelegramAdapter
+from waybill.common.settings import Settings
+from waybill.services.delivery.channels.adapter import InboundMessage, PlatformCallFailed
+from waybill.services.delivery.channels.dispatch import ChannelDispatcher
+from waybill.services.delivery.channels.store import HOLDER, ChannelStore
+from waybill.services.delivery.channels.telegram import TelegramAdapter
 
 log = logging.getLogger("waybill.channels")
 

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from common import codec
-from common.journal_reading import journal_batches
-from services.delivery.channels.adapter import ChannelAdapter, InboundMessage
+from waybill.common import codec
+from waybill.common.journal_reading import journal_batches
+from waybill.services.delivery.channels.adapter import ChannelAdapter, InboundMessage
 from waybill.v1 import common_pb2, journal_pb2, journal_pb2_grpc
 
 log = logging.getLogger("waybill.channels")

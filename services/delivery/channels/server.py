@@ -10,14 +10,14 @@ import time
 import grpc
 import httpx
 
-from common import codec
-from common.grpc_server import translate_errors
-from common.settings import Settings
-from services.delivery.channels.config import load_channels
-from services.delivery.channels.dispatch import ChannelDispatcher
-from services.delivery.channels.polling import TelegramPoller
-from services.delivery.channels.store import ChannelStore
-from services.delivery.channels.telegram import TelegramAdapter
+from waybill.common import codec
+from waybill.common.grpc_server import translate_errors
+from waybill.common.settings import Settings
+from waybill.services.delivery.channels.config import load_channels
+from waybill.services.delivery.channels.dispatch import ChannelDispatcher
+from waybill.services.delivery.channels.polling import TelegramPoller
+from waybill.services.delivery.channels.store import ChannelStore
+from waybill.services.delivery.channels.telegram import TelegramAdapter
 from waybill.v1 import admission_pb2_grpc, channels_pb2, channels_pb2_grpc, journal_pb2_grpc
 
 log = logging.getLogger("waybill.channels")

@@ -16,9 +16,9 @@ import hmac
 import time
 from collections.abc import Mapping
 
-from common import codec
-from common.errors import invalid
-from services.delivery.channels.adapter import (
+from waybill.common import codec
+from waybill.common.errors import invalid
+from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
     InboundMessage,

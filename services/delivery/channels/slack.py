@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from services.delivery.channels.adapter import (
+from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
     InboundMessage,

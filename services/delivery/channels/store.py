@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from common import codec
+from waybill.common import codec
 
 # This replica, as the holder of leases (polling, answers being streamed).
 HOLDER = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

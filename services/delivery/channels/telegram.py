@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.errors import refused
-from services.delivery.channels.adapter import (
+from waybill.common.errors import refused
+from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
     InboundMessage,

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from services.runner.agent.prompt import render_system_prompt
-from services.runner.conversation import closing_answer, unanswered_tool_calls
+from waybill.services.runner.agent.prompt import render_system_prompt
+from waybill.services.runner.conversation import closing_answer, unanswered_tool_calls
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
-from services.runner.agent.workspace import WORKSPACE_TOOLS
+from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
 
 
 @tool

@@ -14,7 +14,7 @@ from pathlib import Path
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
-from common.settings import get_settings
+from waybill.common.settings import get_settings
 
 MAX_READ_BYTES = 256 * 1024
 SNAPSHOT_WAIT_SECONDS = 60.0
