@@ -5,7 +5,6 @@ Every timer lives here so that tests can shorten it.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from waybill.common.project import Project
 from waybill.common.usage import Price
 
 BUILTIN_GRAPHS = {"lead_agent": "waybill.services.runner.lead_agent:build_lead_agent"}
@@ -48,6 +48,7 @@ class PrincipalSpec(BaseModel):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WAYBILL_", extra="ignore")
     _yaml: dict[str, Any] | None = PrivateAttr(default=None)
+    _project: Project | None = PrivateAttr(default=None)
 
     http_port: int = 8080
     http_host: str = "127.0.0.1"
@@ -271,17 +272,24 @@ class Settings(BaseSettings):
     def default_model(self) -> str:
         return str(self.yaml_config().get("default_model") or self.models()[0].name)
 
+    def project(self) -> Project | None:
+        """The `langgraph.json` project (`WAYBILL_GRAPHS`), read once; None without one."""
+        if self.graphs is None:
+            return None
+        if self._project is None:
+            self._project = Project.load(self.graphs)
+        return self._project
+
     def graph_specs(self) -> dict[str, str]:
         """graph id -> "path/to/file.py:attribute" (or "module:attribute")."""
         specs = dict(BUILTIN_GRAPHS)
-        if self.graphs is not None:
-            manifest = json.loads(self.graphs.read_text())
-            base = self.graphs.resolve().parent
-            for graph_id, target in (manifest.get("graphs") or {}).items():
-                path, _, attribute = str(target).partition(":")
-                if path.endswith(".py"):
-                    path = str((base / path).resolve())
-                specs[graph_id] = f"{path}:{attribute or 'graph'}"
+        project = self.project()
+        if project is not None:
+            for graph_id, target in (project.section("graphs") or {}).items():
+                location = project.resolve(str(target))
+                if ":" not in location:
+                    location += ":graph"
+                specs[graph_id] = location
         return specs
 
 
