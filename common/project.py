@@ -20,6 +20,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -197,11 +198,42 @@ class _ProjectFile(_Section):
     ui_config: dict[str, Any] | None = None
 
 
-def _first_problem(error: ValidationError) -> str:
-    """One line: where the first wrong value is, and what was expected there."""
-    problem = error.errors()[0]
-    where = ".".join(str(part) for part in problem["loc"])
-    return f"{where}: {problem['msg']}" if where else problem["msg"]
+_MODEL_NAME = re.compile(r" or instance of _\w+")  # our model classes mean nothing to a user
+
+
+def _first_problem(error: ValidationError, raw: Any) -> str:
+    """One line: where the wrong value is in the file, and what was expected there.
+    Pydantic names a union's branches in its locations; they are not in the file, so
+    they are dropped, and the branches' messages joined ("a dictionary or a string")."""
+    problems = [
+        (_place_in_file(raw, e["loc"], e["type"] == "missing"), _MODEL_NAME.sub("", e["msg"]))
+        for e in error.errors()
+    ]
+    deepest = max(len(place) for place, _ in problems)
+    where = next(place for place, _ in problems if len(place) == deepest)
+    messages = list(dict.fromkeys(msg for place, msg in problems if place == where))
+    expected = messages[0] + "".join(
+        " or " + msg.removeprefix("Input should be ") for msg in messages[1:]
+    )
+    return f"{'.'.join(where)}: {expected}" if where else expected
+
+
+def _place_in_file(raw: Any, location: tuple[Any, ...], missing: bool) -> list[str]:
+    """The keys of `location` that are in the file (a missing key is kept last)."""
+    place, node = [], raw
+    for index, part in enumerate(location):
+        if _has(node, part):
+            node = node[part]
+        elif not (missing and index == len(location) - 1):
+            continue  # a union branch's name
+        place.append(str(part))
+    return place
+
+
+def _has(node: Any, part: Any) -> bool:
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and part < len(node)
 
 
 # ---- the project --------------------------------------------------------------------
@@ -250,7 +282,7 @@ class Project:
         try:
             _ProjectFile.model_validate(self.raw)
         except ValidationError as error:
-            raise ProjectError(f"{path}: {_first_problem(error)}") from error
+            raise ProjectError(f"{path}: {_first_problem(error, self.raw)}") from error
         for graph_id, spec in self.graphs().items():
             location, colon, attribute = spec.target.rpartition(":")
             if not colon or not location or not attribute:
