@@ -193,6 +193,22 @@ async def test_a_context_manager_is_exited_when_the_run_is_cancelled(
     assert events == ["enter", "exit"]
 
 
+async def test_a_factory_that_raises_ends_the_run_in_error_on_its_stream(
+    client: LangGraphClient,
+) -> None:
+    thread = await client.threads.create()
+    parts = [
+        part
+        async for part in client.runs.stream(
+            thread["thread_id"], "fails_to_build", input={"text": "x"}
+        )
+    ]
+    errors = [part.data for part in parts if part.event == "error"]
+    assert errors == [{"error": "RuntimeError", "message": "no API key for the model"}]
+    [run] = await client.runs.list(thread["thread_id"])
+    assert run["status"] == "error"
+
+
 async def test_a_graph_reads_a_variable_set_only_in_the_env_file(
     client: LangGraphClient,
 ) -> None:

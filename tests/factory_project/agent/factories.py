@@ -105,3 +105,10 @@ def held_sync(config: RunnableConfig):  # type: ignore[no-untyped-def]
         yield build("held_sync")
     finally:
         record("held_sync", "exit")
+
+
+def fails_to_build(runtime: ServerRuntime) -> Any:
+    """Builds for reads, raises for runs (a missing API key, say)."""
+    if runtime.execution_runtime is not None:
+        raise RuntimeError("no API key for the model")
+    return build("fails_to_build")
