@@ -127,9 +127,8 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         self.pool = pool
         self.facts = facts
         self.settings = settings
-        self.assistants = AssistantCatalog(
-            list(settings.graph_specs()), AssistantStore(store.engine)
-        )
+        graphs = {graph_id: spec.description for graph_id, spec in settings.graph_specs().items()}
+        self.assistants = AssistantCatalog(graphs, AssistantStore(store.engine))
         self.allowed_models = [model.name for model in settings.models()]
 
     # ---- threads -------------------------------------------------------------

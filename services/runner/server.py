@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -14,12 +15,17 @@ from langgraph.errors import InvalidUpdateError
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
-from waybill.common.identity import acting_user
+from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.settings import Settings, get_settings
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.execution import Peers, RunLimits
-from waybill.services.runner.graphs import GraphNotFoundError, GraphRegistry
+from waybill.services.runner.graphs import (
+    AccessContext,
+    GraphNotFoundError,
+    GraphRegistry,
+    RunUser,
+)
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import OwnedStore
 from waybill.services.runner.persistence import open_checkpointer, open_store
@@ -91,9 +97,17 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         self.graphs = graphs
         self.store = store
 
-    def _graph(self, graph_id: str) -> Any:
+    @asynccontextmanager
+    async def _graph(
+        self, graph_id: str, access_context: AccessContext, context: Any
+    ) -> AsyncIterator[Any]:
+        """The graph for one read; a factory gets a read-only runtime with the caller."""
+        caller = caller_of(context) or LOCAL_USER
+        user = RunUser(caller.user_id, caller.user_id, permissions=sorted(caller.scopes))
         try:
-            return self.graphs.build(graph_id)
+            opened = self.graphs.open(graph_id, access_context, user=user)
+            async with opened as graph:
+                yield graph
         except GraphNotFoundError as error:
             raise not_found(str(error)) from error
 
@@ -101,21 +115,21 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def GetThreadState(self, request, context):  # type: ignore[no-untyped-def]
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
-        graph = self._graph(request.graph_id)
         config = _thread_config(request.thread_id, request.checkpoint_id)
         if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
             raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
-        snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
+        async with self._graph(request.graph_id, "threads.read", context) as graph:
+            snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
         return runner_pb2.JsonReply(json=codec.dumps(snapshot_to_dict(snapshot)))
 
     @translate_errors
     async def UpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        graph = self._graph(request.graph_id)
         config = _thread_config(request.thread_id, request.checkpoint_id)
         try:
-            written = await graph.aupdate_state(
-                config, codec.loads(request.values_json, None), as_node=request.as_node or None
-            )
+            async with self._graph(request.graph_id, "threads.update", context) as graph:
+                written = await graph.aupdate_state(
+                    config, codec.loads(request.values_json, None), as_node=request.as_node or None
+                )
         except (InvalidUpdateError, ValueError) as error:
             raise invalid(f"cannot update the state: {error}") from error
         checkpoint = written.get("configurable") or {}
@@ -199,17 +213,17 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def GetThreadHistory(self, request, context):  # type: ignore[no-untyped-def]
         if not request.graph_id:
             return runner_pb2.JsonReply(json=b"[]")
-        graph = self._graph(request.graph_id)
         before = request.before
-        states = [
-            snapshot_to_dict(snapshot)
-            async for snapshot in graph.aget_state_history(
-                {"configurable": {"thread_id": request.thread_id}},
-                filter=codec.loads(request.filter_json, None),
-                before={"configurable": {"checkpoint_id": before}} if before else None,
-                limit=request.limit or 10,
-            )
-        ]
+        async with self._graph(request.graph_id, "threads.read", context) as graph:
+            states = [
+                snapshot_to_dict(snapshot)
+                async for snapshot in graph.aget_state_history(
+                    {"configurable": {"thread_id": request.thread_id}},
+                    filter=codec.loads(request.filter_json, None),
+                    before={"configurable": {"checkpoint_id": before}} if before else None,
+                    limit=request.limit or 10,
+                )
+            ]
         return runner_pb2.JsonReply(json=codec.dumps(states))
 
     @translate_errors
@@ -218,23 +232,25 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
-        drawable = (await self._graph(request.graph_id).aget_graph(xray=request.xray)).to_json()
+        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+            drawable = (await graph.aget_graph(xray=request.xray)).to_json()
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
 
     @translate_errors
     async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
-        schemas = {"graph_id": request.graph_id, **_schemas_of(self._graph(request.graph_id))}
+        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+            schemas = {"graph_id": request.graph_id, **_schemas_of(graph)}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
     @translate_errors
     async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
-        graph = self._graph(request.graph_id)
-        found = {
-            namespace: _schemas_of(subgraph)
-            async for namespace, subgraph in graph.aget_subgraphs(
-                namespace=request.namespace or None, recurse=request.recurse
-            )
-        }
+        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+            found = {
+                namespace: _schemas_of(subgraph)
+                async for namespace, subgraph in graph.aget_subgraphs(
+                    namespace=request.namespace or None, recurse=request.recurse
+                )
+            }
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
 
@@ -251,9 +267,19 @@ def connect_peers(settings: Settings) -> Peers:
     )
 
 
+def prepare_project(settings: Settings) -> None:
+    """Before any graph is imported: the project's unsupported keys named, its env
+    applied, its local dependencies importable, its packages checked."""
+    project = settings.project()
+    if project is not None:
+        project.warn_unsupported()
+        project.prepare_to_import()
+
+
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
+    prepare_project(settings)
     register(StatsCollector("waybill_runner", STATS, {}))
     settings.prices()  # a bad price table stops the runner here, not at each run's end
     store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
