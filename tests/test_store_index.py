@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError
 
 from tests.stacks import eventually, stack_env, stack_in_mode
 from waybill.common.launch import Stack
@@ -281,3 +282,60 @@ def test_a_broken_ttl_stops_start_up(tmp_path: Path) -> None:
     code, output = start_up_output(tmp_path, {"ttl": {"default_ttl": "soon"}})
     assert code != 0
     assert "store.ttl.default_ttl: a positive number of minutes" in output
+
+
+# ---- checkpointer.ttl: threads expire ------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def expiring_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """Threads idle for 3 s are deleted; sweeps every 0.6 s."""
+    root = tmp_path_factory.mktemp("expiring-project")
+    manifest = write_project(root, STORE)
+    project = json.loads(manifest.read_text())
+    project["checkpointer"] = {
+        "ttl": {"strategy": "delete", "default_ttl": 0.05, "sweep_interval_minutes": 0.01}
+    }
+    manifest.write_text(json.dumps(project))
+    data_dir = tmp_path_factory.mktemp(f"stack-expiring-{request.param}")
+    with stack_in_mode(request.param, data_dir, WAYBILL_GRAPHS=str(manifest)) as running:
+        yield running
+
+
+async def test_an_idle_thread_is_deleted_with_its_state(expiring_stack: Stack) -> None:
+    sdk = get_client(url=expiring_stack.url, timeout=30)
+    try:
+        thread = await sdk.threads.create()
+        thread_id = thread["thread_id"]
+        await sdk.runs.wait(
+            thread_id, "librarian", input={"key": "k", "text": "cats", "query": "cats"}
+        )
+        assert (await sdk.threads.get_state(thread_id))["values"]["found"]
+
+        async def thread_gone() -> bool:
+            return not await sdk.threads.search(ids=[thread_id])
+
+        await eventually(thread_gone, "the idle thread is deleted")
+        with pytest.raises(NotFoundError):
+            await sdk.threads.get_state(thread_id)
+    finally:
+        await sdk.aclose()
+
+
+def test_a_broken_checkpointer_ttl_stops_admission(tmp_path: Path) -> None:
+    manifest = write_project(tmp_path, None)
+    manifest.write_text(
+        json.dumps({"graphs": {}, "checkpointer": {"ttl": {"strategy": "keep_latest"}}})
+    )
+    env = stack_env(tmp_path / "data", WAYBILL_GRAPHS=str(manifest))
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "waybill.services.admission.server"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "checkpointer.ttl.strategy: 'keep_latest' is not supported" in done.stderr
