@@ -23,6 +23,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
+from tests.openai_stub import EMBEDDING_DIMS, OpenAIStub, running_openai_stub
 from tests.stacks import eventually, stack_env, stack_in_mode
 from waybill.common.launch import Stack
 
@@ -339,3 +340,41 @@ def test_a_broken_checkpointer_ttl_stops_admission(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "checkpointer.ttl.strategy: 'keep_latest' is not supported" in done.stderr
+
+
+# ---- a provider string: `openai:` through langchain-openai, on the local stub ------------
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    with running_openai_stub() as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def openai_stack(stub: OpenAIStub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    index = {"embed": "openai:text-embedding-3-small", "dims": EMBEDDING_DIMS}
+    manifest = write_project(tmp_path_factory.mktemp("openai-project"), {"index": index})
+    data_dir = tmp_path_factory.mktemp("stack-openai")
+    env = {
+        "WAYBILL_GRAPHS": str(manifest),
+        "OPENAI_BASE_URL": stub.base_url,
+        "OPENAI_API_KEY": "stub-key",
+    }
+    with stack_in_mode("sqlite", data_dir, **env) as running:
+        yield running
+
+
+async def test_an_openai_provider_string_embeds_through_the_api(
+    openai_stack: Stack, stub: OpenAIStub
+) -> None:
+    sdk = get_client(url=openai_stack.url, timeout=30)
+    try:
+        await sdk.store.put_item(["docs"], "a", {"text": "cats purr"})
+        await sdk.store.put_item(["docs"], "b", {"text": "markets fell"})
+        found = await sdk.store.search_items(["docs"], query="purr")
+    finally:
+        await sdk.aclose()
+    assert [item["key"] for item in found["items"]] == ["a", "b"]
+    assert found["items"][0]["score"] > found["items"][1]["score"]
+    assert "purr" in stub.embedded  # the query went to the provider too

@@ -9,6 +9,7 @@ items expire. Anything wrong stops start-up with a `ProjectError` naming the key
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +99,9 @@ def _provider_embeddings(embed: str) -> Embeddings:
         from langchain_openai import OpenAIEmbeddings
 
         try:
-            return OpenAIEmbeddings(model=model)
+            # An OpenAI-compatible server (OPENAI_BASE_URL) takes texts, not tiktoken ids.
+            compatible = bool(os.environ.get("OPENAI_BASE_URL"))
+            return OpenAIEmbeddings(model=model, check_embedding_ctx_length=not compatible)
         except Exception as error:  # e.g. no OPENAI_API_KEY
             raise ProjectError(f"store.index.embed {embed!r}: {error}") from error
     raise ProjectError(
