@@ -292,10 +292,11 @@ def test_a_broken_ttl_stops_start_up(tmp_path: Path) -> None:
 def expiring_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    """Threads idle for 3 s are deleted; sweeps every 0.6 s."""
+    """Threads idle for 3 s are deleted, and store items 3 s old; sweeps every 0.6 s."""
     root = tmp_path_factory.mktemp("expiring-project")
     manifest = write_project(root, STORE)
     project = json.loads(manifest.read_text())
+    project["store"]["ttl"]["default_ttl"] = 0.05  # and items put without a ttl: 3 s
     project["checkpointer"] = {
         "ttl": {"strategy": "delete", "default_ttl": 0.05, "sweep_interval_minutes": 0.01}
     }
@@ -321,6 +322,24 @@ async def test_an_idle_thread_is_deleted_with_its_state(expiring_stack: Stack) -
         await eventually(thread_gone, "the idle thread is deleted")
         with pytest.raises(NotFoundError):
             await sdk.threads.get_state(thread_id)
+    finally:
+        await sdk.aclose()
+
+
+async def test_store_items_expire_after_the_default_ttl(expiring_stack: Stack) -> None:
+    sdk = get_client(url=expiring_stack.url, timeout=30)
+    try:
+        space = fresh("default-ttl")
+        await sdk.store.put_item(space, "plain", {"text": "no ttl of its own"})
+        await sdk.store.put_item(space, "kept", {"text": "kept"}, ttl=5)
+
+        async def plain_gone() -> bool:
+            found = await sdk.store.search_items(space, refresh_ttl=False)
+            return "plain" not in {item["key"] for item in found["items"]}
+
+        await eventually(plain_gone, "an item put without a ttl expires after default_ttl")
+        found = await sdk.store.search_items(space, refresh_ttl=False)
+        assert [item["key"] for item in found["items"]] == ["kept"]
     finally:
         await sdk.aclose()
 
