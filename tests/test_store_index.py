@@ -83,7 +83,10 @@ def write_project(root: Path, store: Any) -> Path:
     (root / "librarian.py").write_text(textwrap.dedent(LIBRARIAN_PY))
     manifest = root / "langgraph.json"
     graphs = {"librarian": "./librarian.py:graph"}
-    manifest.write_text(json.dumps({"graphs": graphs, "store": store}))
+    project: dict[str, Any] = {"graphs": graphs}
+    if store is not None:
+        project["store"] = store
+    manifest.write_text(json.dumps(project))
     return manifest
 
 
@@ -397,3 +400,28 @@ async def test_an_openai_provider_string_embeds_through_the_api(
     assert [item["key"] for item in found["items"]] == ["a", "b"]
     assert found["items"][0]["score"] > found["items"][1]["score"]
     assert "purr" in stub.embedded  # the query went to the provider too
+
+
+# ---- without `store`: no index, no expiry, and the API says so ---------------------------
+
+
+@pytest.fixture(scope="module")
+def plain_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    manifest = write_project(tmp_path_factory.mktemp("plain-project"), None)
+    data_dir = tmp_path_factory.mktemp("stack-plain")
+    with stack_in_mode("sqlite", data_dir, WAYBILL_GRAPHS=str(manifest)) as running:
+        yield running
+
+
+async def test_without_a_store_section_query_index_and_ttl_are_refused(plain_stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=plain_stack.url, timeout=30) as http:
+        search = await http.post("/store/items/search", json={"query": "cats"})
+        assert search.status_code == 422
+        assert "store.index" in search.text
+        item = {"namespace": ["x"], "key": "k", "value": {"text": "cats"}}
+        for extra in ({"index": ["text"]}, {"ttl": 5}):
+            refused = await http.put("/store/items", json={**item, **extra})
+            assert refused.status_code == 422
+        missing = await http.get("/store/items", params={"namespace": "x", "key": "k"})
+        assert missing.status_code == 404  # nothing half-written
+        assert (await http.put("/store/items", json={**item, "index": False})).status_code == 204
