@@ -282,6 +282,22 @@ def test_a_broken_index_stops_start_up(tmp_path: Path, index: Any, reason: str) 
     assert reason in output
 
 
+def test_a_runner_does_not_start_on_a_broken_index(tmp_path: Path) -> None:
+    code, output = start_up_output(tmp_path, STORE)  # migrated with a good index
+    assert code == 0, output
+    write_project(tmp_path, {"index": {"embed": "./embed.py:embed", "dims": 0}})
+    env = stack_env(tmp_path / "data", WAYBILL_GRAPHS=str(tmp_path / "langgraph.json"))
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "waybill.services.runner.server"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "store.index.dims: a positive integer is required (got 0)" in done.stderr
+
+
 def test_a_broken_ttl_stops_start_up(tmp_path: Path) -> None:
     code, output = start_up_output(tmp_path, {"ttl": {"default_ttl": "soon"}})
     assert code != 0
