@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import call
@@ -19,15 +19,13 @@ def _json(reply: runner_pb2.JsonReply) -> Response:
 
 @router.put("/store/items", status_code=204)
 async def put_item(body: StoreItemPut, request: Request) -> Response:
-    if body.index not in (None, False):
-        raise HTTPException(
-            422, "index: semantic indexing is not configured; omit it or send false"
-        )
     await call(
         peers_of(request).runner.StorePut(
             runner_pb2.StorePutRequest(
                 item=runner_pb2.StoreKey(namespace=body.namespace, key=body.key),
                 value_json=codec.dumps(body.value),
+                index_json=b"" if body.index is None else codec.dumps(body.index),
+                ttl_minutes=body.ttl,
             )
         )
     )
@@ -35,13 +33,12 @@ async def put_item(body: StoreItemPut, request: Request) -> Response:
 
 
 @router.get("/store/items")
-async def get_item(namespace: str, key: str, request: Request) -> Response:
+async def get_item(
+    namespace: str, key: str, request: Request, refresh_ttl: bool | None = None
+) -> Response:
     labels = [label for label in namespace.split(".") if label]
-    return _json(
-        await call(
-            peers_of(request).runner.StoreGet(runner_pb2.StoreKey(namespace=labels, key=key))
-        )
-    )
+    item = runner_pb2.StoreKey(namespace=labels, key=key, refresh_ttl=refresh_ttl)
+    return _json(await call(peers_of(request).runner.StoreGet(item)))
 
 
 @router.delete("/store/items", status_code=204)
@@ -64,6 +61,8 @@ async def search_items(body: StoreSearch, request: Request) -> Response:
                     filter_json=codec.dumps(body.filter) if body.filter else b"",
                     limit=body.limit,
                     offset=body.offset,
+                    query=body.query or "",
+                    refresh_ttl=body.refresh_ttl,
                 )
             )
         )

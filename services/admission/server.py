@@ -53,6 +53,7 @@ from waybill.services.admission.thread_queries import (
     ThreadQuery,
 )
 from waybill.services.admission.thread_removal import ThreadRemoval
+from waybill.services.admission.thread_ttl import ThreadSweeper, thread_ttl
 from waybill.services.admission.usage_rpcs import token_counts_of, token_usage
 from waybill.services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
@@ -530,6 +531,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
+    expiry = thread_ttl(settings)  # checkpointer.ttl: a bad one stops start-up here
     store = AdmissionStore(
         settings.engine(settings.sqlalchemy_url("admission")), settings.log_close_grace_seconds
     )
@@ -562,6 +564,9 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
+    sweeper = ThreadSweeper(store, removal.remove, expiry) if expiry else None
+    if sweeper is not None:
+        sweeper.start()
     listener = None
     if settings.database_url:  # other admission replicas may commit work (or crons) for us
 
@@ -579,6 +584,8 @@ async def main() -> None:
         if listener is not None:
             await listener.stop()
         await scheduler.stop()
+        if sweeper is not None:
+            await sweeper.stop()
         await pool.stop()
         await log_closer.stop()
         await facts.close()

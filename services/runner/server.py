@@ -7,10 +7,11 @@ import logging
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from langgraph.errors import InvalidUpdateError
+from langgraph.store.base import NOT_PROVIDED, SearchItem
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
@@ -61,13 +62,26 @@ def _store_key(item: runner_pb2.StoreKey) -> str:
 
 
 def _item_to_dict(item: Any) -> dict[str, Any]:
-    return {
+    found = {
         "namespace": list(item.namespace),
         "key": item.key,
         "value": item.value,
         "created_at": codec.iso(item.created_at),
         "updated_at": codec.iso(item.updated_at),
     }
+    if isinstance(item, SearchItem):
+        found["score"] = item.score  # similarity to the query; None without one
+    return found
+
+
+def _put_index(index_json: bytes) -> Literal[False] | list[str] | None:
+    """A put's `index`: None (the configured fields), False, or JSON paths."""
+    index = codec.loads(index_json, None)
+    if index is None or index is False:
+        return index
+    if isinstance(index, list) and index and all(isinstance(p, str) and p for p in index):
+        return index
+    raise invalid('index: false, or a list of JSON paths such as ["text"].')
 
 
 def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
@@ -96,6 +110,8 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
         self.graphs = graphs
         self.store = store
+        # LangGraph's stores (and SimilarityStore) keep `index_config` when store.index is set.
+        self.semantic = getattr(graphs.store, "index_config", None) is not None
 
     @asynccontextmanager
     async def _graph(
@@ -173,12 +189,23 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if not isinstance(value, dict):
             raise invalid("value must be a JSON object.")
         key = _store_key(request.item)
-        await self._store(context).aput(tuple(request.item.namespace), key, value)
+        store = self._store(context)
+        index = _put_index(request.index_json)
+        if index is not None and index is not False and not self.semantic:
+            raise invalid("index: semantic search is not configured (store.index).")
+        ttl = request.ttl_minutes if request.HasField("ttl_minutes") else NOT_PROVIDED
+        if ttl is not NOT_PROVIDED and store.ttl_config is None:
+            raise invalid("ttl: item expiry is not configured (store.ttl).")
+        await store.aput(tuple(request.item.namespace), key, value, index=index, ttl=ttl)
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
     async def StoreGet(self, request, context):  # type: ignore[no-untyped-def]
-        item = await self._store(context).aget(tuple(request.namespace), _store_key(request))
+        item = await self._store(context).aget(
+            tuple(request.namespace),
+            _store_key(request),
+            refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
+        )
         if item is None:
             raise not_found(f"No item {request.key!r} in namespace {list(request.namespace)}.")
         return runner_pb2.JsonReply(json=codec.dumps(_item_to_dict(item)))
@@ -190,11 +217,15 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def StoreSearch(self, request, context):  # type: ignore[no-untyped-def]
+        if request.query and not self.semantic:
+            raise invalid("query: semantic search is not configured (store.index).")
         items = await self._store(context).asearch(
             tuple(request.namespace_prefix),
+            query=request.query or None,
             filter=codec.loads(request.filter_json, None),
             limit=request.limit or 10,
             offset=request.offset,
+            refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
         )
         return runner_pb2.JsonReply(json=codec.dumps({"items": [_item_to_dict(i) for i in items]}))
 
@@ -288,6 +319,8 @@ async def main() -> None:
         open_checkpointer(settings, setup=False) as checkpointer,
         open_store(settings, setup=False) as long_term,
     ):
+        # Expired items are deleted every store.ttl.sweep_interval_minutes (none without ttl).
+        await long_term.start_ttl_sweeper()
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         worker = Worker(
@@ -309,6 +342,7 @@ async def main() -> None:
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)
             work.cancel()
+            await long_term.stop_ttl_sweeper(settings.shutdown_grace_seconds)
 
         await serve(
             "Runner",
