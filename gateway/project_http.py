@@ -18,6 +18,7 @@ As on LangGraph Platform (`langgraph_api/server.py`):
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import importlib.util
 import sys
@@ -55,6 +56,9 @@ CORS_KEYS: dict[str, type | tuple[type, ...]] = {
 # The default CORS settings when the project has no `http.cors`.
 DEFAULT_EXPOSE = ["Content-Location", "Location", "X-Pagination-Next", "X-Pagination-Total"]
 
+# Never copied into a run's config, whatever `configurable_headers` says (credentials).
+SECRET_HEADERS = {"authorization", "x-api-key", "x-service-key", "x-tenant-id"}
+
 SWITCHES = (
     "disable_assistants",
     "disable_threads",
@@ -76,6 +80,8 @@ class HttpConfig:
     mount_prefix: str | None = None
     middleware_order: str = "middleware_first"
     switches: frozenset[str] = field(default_factory=frozenset)
+    # `configurable_headers`: (include patterns, exclude patterns), `*` wildcards.
+    header_patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def on(self, switch: str) -> bool:
         return switch in self.switches
@@ -103,7 +109,22 @@ def http_config(project: Project | None) -> HttpConfig:
         mount_prefix=_mount_prefix(raw.get("mount_prefix")),
         middleware_order=order,
         switches=frozenset(s for s in SWITCHES if raw.get(s)),
+        header_patterns=_header_patterns(raw.get("configurable_headers")),
     )
+
+
+def _header_patterns(raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, dict):
+        raise ProjectError("http.configurable_headers: must be an object (includes, excludes)")
+    found = []
+    for plural, singular in (("includes", "include"), ("excludes", "exclude")):
+        patterns = raw.get(plural) or raw.get(singular) or []
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise ProjectError(f"http.configurable_headers.{plural}: must be a list of strings")
+        found.append(tuple(p.lower() for p in patterns))
+    return found[0], found[1]
 
 
 def _cors(raw: Any) -> dict[str, Any] | None:
@@ -140,6 +161,37 @@ def cors_options(config: HttpConfig, default_origins: str) -> dict[str, Any]:
         "allow_headers": ["*"],
         "expose_headers": DEFAULT_EXPOSE,
     }
+
+
+# ---- what a run is given of its request ------------------------------------------
+
+
+def picked_headers(headers: Any, config: HttpConfig) -> dict[str, str]:
+    """The request headers `configurable_headers` lets into a run's
+    `config.configurable` (none by default; never credentials)."""
+    includes, excludes = config.header_patterns
+    if not includes:
+        return {}
+    return {
+        name: value
+        for name, value in headers.items()
+        if name not in SECRET_HEADERS
+        and any(fnmatch.fnmatchcase(name, p) for p in includes)
+        and not any(fnmatch.fnmatchcase(name, p) for p in excludes)
+    }
+
+
+def shape_run(kwargs: dict[str, Any], headers: Any, config: HttpConfig) -> dict[str, Any]:
+    """A run's kwargs as the `http` section wants them: no webhook with
+    `disable_webhooks`; the picked headers in `config.configurable` (they win)."""
+    if config.on("disable_webhooks"):
+        kwargs = {**kwargs, "webhook": None}
+    picked = picked_headers(headers, config)
+    if picked:
+        run_config = dict(kwargs.get("config") or {})
+        run_config["configurable"] = {**(run_config.get("configurable") or {}), **picked}
+        kwargs = {**kwargs, "config": run_config}
+    return kwargs
 
 
 # ---- the project's import paths ------------------------------------------------

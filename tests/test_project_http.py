@@ -24,7 +24,10 @@ KEY = "http-test-key"
 HEADERS = {"x-api-key": KEY}
 
 GRAPH_PY = """
+import json
+
 import typing_extensions
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 
@@ -36,11 +39,22 @@ def shout(state: State) -> dict:
     return {"text": state["text"].upper()}
 
 
-builder = StateGraph(State)
-builder.add_node("shout", shout)
-builder.add_edge(START, "shout")
-builder.add_edge("shout", END)
-graph = builder.compile()
+def seen_headers(state: State, config: RunnableConfig) -> dict:
+    configurable = config["configurable"]
+    names = ("x-team-name", "x-team-secret", "x-api-key", "user-agent", "x-other")
+    return {"text": json.dumps({name: configurable.get(name) for name in names})}
+
+
+def one_node(name, node):
+    builder = StateGraph(State)
+    builder.add_node(name, node)
+    builder.add_edge(START, name)
+    builder.add_edge(name, END)
+    return builder.compile()
+
+
+graph = one_node("shout", shout)
+headers_graph = one_node("seen_headers", seen_headers)
 """
 
 # The project's web app: a route of its own, one shadowing /info, one trying to
@@ -102,7 +116,8 @@ def write_project(root: Path, http: dict[str, Any]) -> Path:
     (root / "libs").mkdir(exist_ok=True)
     (root / "libs" / "shared_words.py").write_text('GREETING = "hello from libs"\n')
     manifest = root / "langgraph.json"
-    config = {"graphs": {"shout": "./graph.py:graph"}, "dependencies": [".", "./libs"]}
+    graphs = {"shout": "./graph.py:graph", "seen_headers": "./graph.py:headers_graph"}
+    config = {"graphs": graphs, "dependencies": [".", "./libs"]}
     manifest.write_text(json.dumps({**config, "http": http}))
     return manifest
 
@@ -121,6 +136,10 @@ CORS = {
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     http = {"app": "./webapp.py:app", "cors": CORS, "disable_store": True}
     http["disable_webhooks"] = True
+    http["configurable_headers"] = {
+        "includes": ["x-team-*", "x-api-key", "user-agent"],
+        "excludes": ["x-team-secret"],
+    }
     manifest = write_project(tmp_path_factory.mktemp("project-http"), http)
     data_dir = tmp_path_factory.mktemp("stack-http")
     env = stack_env(data_dir, WAYBILL_GRAPHS=str(manifest), WAYBILL_API_KEY=KEY)
@@ -253,6 +272,40 @@ async def test_other_switches_take_their_groups_away(stack: Stack, tmp_path: Pat
             assert reply.status_code == 404, (method, path, reply.text)
         stored = await raw.put("/store/items", json={"namespace": ["a"], "key": "k", "value": {}})
         assert stored.status_code == 204
+
+
+async def test_a_run_gets_the_headers_configurable_headers_picks(stack: Stack) -> None:
+    headers = {"x-team-name": "blue", "x-team-secret": "s", "x-other": "o", "user-agent": "ua/1"}
+    client = get_client(url=stack.url, api_key=KEY, headers=headers)
+    try:
+        thread = await client.threads.create()
+        result = await client.runs.wait(thread["thread_id"], "seen_headers", input={"text": ""})
+    finally:
+        await client.aclose()
+    seen = json.loads(result["text"])  # type: ignore[index,call-overload]
+    # Included by pattern, minus the excluded one; never the API key.
+    assert seen == {
+        "x-team-name": "blue",
+        "x-team-secret": None,
+        "x-api-key": None,
+        "user-agent": "ua/1",
+        "x-other": None,
+    }
+
+
+async def test_disable_webhooks_drops_a_run_s_webhook(stack: Stack) -> None:
+    client = get_client(url=stack.url, api_key=KEY)
+    try:
+        thread = await client.threads.create()
+        run = await client.runs.create(
+            thread["thread_id"], "shout", input={"text": "x"}, webhook="https://hooks.example/x"
+        )
+        await client.runs.join(thread["thread_id"], run["run_id"])
+        stored = await client.runs.get(thread["thread_id"], run["run_id"])
+    finally:
+        await client.aclose()
+    assert stored["status"] == "success"
+    assert stored["kwargs"]["webhook"] is None
 
 
 # ---- enable_custom_route_auth and mount_prefix -------------------------------------
