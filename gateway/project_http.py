@@ -343,7 +343,7 @@ def route_groups(path: str) -> set[str]:
         groups.add("disable_assistants")
     elif path.startswith("/store"):
         groups.add("disable_store")
-    elif path.startswith(("/runs", "/threads/{thread_id}/runs", "/token-usage")):
+    elif path.startswith(("/runs", "/threads/{thread_id}/runs")) or path.endswith("/token-usage"):
         groups.add("disable_runs")
     elif path.startswith("/threads"):
         groups.add("disable_threads")

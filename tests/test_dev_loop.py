@@ -17,7 +17,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.stacks import free_port, http_ok, stack_env, wait_until
+from tests.stacks import free_port, stack_env, wait_until
 from tests.test_cli import WAYBILL
 
 GRAPH_PY = """
@@ -72,38 +72,60 @@ class Dev:
         )
 
 
-@pytest.fixture
-def dev(tmp_path: Path) -> Iterator[Dev]:
-    root = tmp_path / "project"
+def write_project(root: Path) -> Path:
     root.mkdir()
     (root / "words.py").write_text('SUFFIX = "!"\n')
     (root / "graph.py").write_text(textwrap.dedent(GRAPH_PY))
     (root / "webapp.py").write_text(textwrap.dedent(WEBAPP_PY))
     manifest = {"graphs": {"decorate": "./graph.py:graph"}, "http": {"app": "./webapp.py:app"}}
     (root / "langgraph.json").write_text(json.dumps(manifest))
+    return root / "langgraph.json"
+
+
+def start(command: str, tmp_path: Path, *options: str) -> Dev:
+    """`waybill <command> --config <project> --port <free port>`, output to a file."""
+    manifest = write_project(tmp_path / "project")
+    # stack_env names a test project in WAYBILL_GRAPHS: --config must win over it.
     env = {**os.environ, **stack_env(tmp_path / "data")}
     port = free_port()
-    output = tmp_path / "dev.log"
+    output = tmp_path / f"{command}.log"
     with output.open("wb") as sink:
         process = subprocess.Popen(
-            [WAYBILL, "dev", "--config", str(root / "langgraph.json"), "--port", str(port)]
-            + ["--debounce", "0.2"],
+            [WAYBILL, command, "--config", str(manifest), "--port", str(port), *options],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
-    running = Dev(process, output, f"http://127.0.0.1:{port}", root)
+    return Dev(process, output, f"http://127.0.0.1:{port}", manifest.parent)
+
+
+def stop(running: Dev) -> None:
+    running.process.send_signal(signal.SIGTERM)
     try:
-        wait_until(lambda: http_ok(running.url), "waybill dev's gateway", 90)
-        running.wait_for("ready at")
+        running.process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        running.process.kill()
+    print(running.said()[-6000:])
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[Dev]:
+    running = start("dev", tmp_path, "--debounce", "0.2")
+    try:
+        running.wait_for("ready at", seconds=90)  # every service answers
         yield running
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        print(running.said()[-6000:])
+        stop(running)
+
+
+async def test_up_serves_the_project_config_names(tmp_path: Path) -> None:
+    running = start("up", tmp_path)
+    try:
+        running.wait_for("ready at", seconds=90)  # every service answers
+        assert await decorated(running.url, "up") == "up!"
+        assert await suffix(running.url) == {"suffix": "!"}
+    finally:
+        stop(running)
 
 
 async def decorated(url: str, text: str) -> str:
