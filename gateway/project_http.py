@@ -318,7 +318,9 @@ def mount_user_app(app: FastAPI, user_app: Starlette, config: HttpConfig) -> Non
         route = CustomRoutes(user_app, guard)
         app.user_middleware[:0] = middleware  # outermost, as on the Platform
     routes = app.router.routes
-    routes.insert(first_shadowable(routes), route)
+    # With `disable_meta`, even `/ok` may be shadowed (the Platform's plain `/ok` then
+    # is a shadowable route too).
+    routes.insert(0 if config.on("disable_meta") else first_shadowable(routes), route)
 
 
 @asynccontextmanager
