@@ -181,6 +181,13 @@ def picked_headers(headers: Any, config: HttpConfig) -> dict[str, str]:
     }
 
 
+def without_webhook(kwargs: dict[str, Any], config: HttpConfig) -> dict[str, Any]:
+    """A cron's run kwargs: no webhook with `disable_webhooks`."""
+    if not config.on("disable_webhooks"):
+        return kwargs
+    return {name: value for name, value in kwargs.items() if name != "webhook"}
+
+
 def shape_run(kwargs: dict[str, Any], headers: Any, config: HttpConfig) -> dict[str, Any]:
     """A run's kwargs as the `http` section wants them: no webhook with
     `disable_webhooks`; the picked headers in `config.configurable` (they win)."""

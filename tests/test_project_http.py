@@ -295,7 +295,7 @@ async def test_a_run_gets_the_headers_configurable_headers_picks(stack: Stack) -
     }
 
 
-async def test_disable_webhooks_drops_a_run_s_webhook(stack: Stack) -> None:
+async def test_disable_webhooks_drops_run_and_cron_webhooks(stack: Stack) -> None:
     client = get_client(url=stack.url, api_key=KEY)
     try:
         thread = await client.threads.create()
@@ -304,10 +304,16 @@ async def test_disable_webhooks_drops_a_run_s_webhook(stack: Stack) -> None:
         )
         await client.runs.join(thread["thread_id"], run["run_id"])
         stored = await client.runs.get(thread["thread_id"], run["run_id"])
+        cron = await client.crons.create(
+            "shout", schedule="0 0 1 1 *", input={"text": "x"}, webhook="https://hooks.example/x"
+        )
+        await client.crons.delete(cron["cron_id"])
     finally:
         await client.aclose()
     assert stored["status"] == "success"
     assert stored["kwargs"]["webhook"] is None
+    assert "webhook" not in cron["payload"]
+    assert cron["payload"]["input"] == {"text": "x"}
 
 
 # ---- enable_custom_route_auth and mount_prefix -------------------------------------
