@@ -11,6 +11,7 @@ change: the old process comes back once the file is fixed, never a crash loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -107,6 +108,14 @@ class DevLoop:
             stop_event=self.stop,
         )
 
+    def reread_manifest(self, changed: list[Path]) -> None:
+        """A changed langgraph.json may add `http` or `auth`; a broken one is left to
+        the processes to report, and the last good one kept here."""
+        if self.project.manifest not in {path.resolve() for path in changed}:
+            return
+        with contextlib.suppress(ProjectError):
+            self.project = Project.load(self.project.manifest)
+
     def shown(self, path: Path) -> str:
         root = self.project.root
         return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
@@ -118,6 +127,7 @@ class DevLoop:
                 self.report_deaths()
                 continue
             changed = [Path(path) for _, path in batch]
+            self.reread_manifest(changed)
             names = processes_for(changed, self.project)
             names += [n for n, _ in self.stack.dead() if n not in names]
             names = [n for n in SERVICES if n in names]

@@ -128,11 +128,11 @@ async def test_up_serves_the_project_config_names(tmp_path: Path) -> None:
         stop(running)
 
 
-async def decorated(url: str, text: str) -> str:
+async def decorated(url: str, text: str, graph: str = "decorate") -> str:
     client = get_client(url=url)
     try:
         thread = await client.threads.create()
-        result = await client.runs.wait(thread["thread_id"], "decorate", input={"text": text})
+        result = await client.runs.wait(thread["thread_id"], graph, input={"text": text})
         return str(result["text"])  # type: ignore[index,call-overload]
     finally:
         await client.aclose()
@@ -153,6 +153,16 @@ async def test_an_edit_is_served_by_the_next_run(dev: Dev) -> None:
     dev.wait_for("ready at", seen)
     assert await decorated(dev.url, "hi") == "hi?"
     assert await suffix(dev.url) == {"suffix": "?"}
+
+    # langgraph.json itself: admission (the graphs' assistants) restarts too.
+    seen = len(dev.said())
+    manifest = dev.root / "langgraph.json"
+    config = json.loads(manifest.read_text())
+    config["graphs"]["again"] = "./graph.py:graph"
+    manifest.write_text(json.dumps(config))
+    dev.wait_for("langgraph.json changed: restarting admission, runner, gateway", seen)
+    dev.wait_for("ready at", seen)
+    assert await decorated(dev.url, "hi", graph="again") == "hi?"
 
 
 async def test_a_broken_edit_is_reported_and_a_fix_brings_it_back(dev: Dev) -> None:
