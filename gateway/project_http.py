@@ -11,9 +11,12 @@ As on LangGraph Platform (`langgraph_api/server.py`):
   "auth_first"` keeps it on the custom routes only).
 - `cors` replaces the default CORS settings.
 - `disable_assistants|threads|runs|store|meta|webhooks` take those routes away
-  (404). `disable_mcp`, `disable_ui` and `disable_a2a` are accepted: Waybill
-  serves none of those routes.
+  (404; `disable_webhooks` also drops a run's or cron's `webhook`).
+  `disable_mcp`, `disable_ui` and `disable_a2a` are accepted: Waybill serves
+  none of those routes.
 - `mount_prefix` serves everything under a path prefix (`/ok` stays at `/`).
+- `configurable_headers` puts the request headers it picks into a run's
+  `config.configurable`.
 """
 
 from __future__ import annotations
