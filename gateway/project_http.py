@@ -250,6 +250,8 @@ def _import(location: str) -> Any:
     path = Path(location)
     if not path.is_file():
         raise FileNotFoundError(f"no file {path}")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # its neighbours import, as the runner's graphs
     spec = importlib.util.spec_from_file_location("waybill_user_http_app", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
