@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import call
+from waybill.gateway.project_http import without_webhook
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch
 from waybill.v1 import admission_pb2
@@ -37,7 +38,9 @@ def cron_to_dict(cron: admission_pb2.Cron) -> dict[str, Any]:
     }
 
 
-def _create_request(body: CronCreate, thread_id: str = "") -> admission_pb2.CreateCronRequest:
+def _create_request(
+    body: CronCreate, request: Request, thread_id: str = ""
+) -> admission_pb2.CreateCronRequest:
     return admission_pb2.CreateCronRequest(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
@@ -46,7 +49,7 @@ def _create_request(body: CronCreate, thread_id: str = "") -> admission_pb2.Crea
         end_time=codec.iso(body.end_time),
         enabled=body.enabled,
         on_run_completed=body.on_run_completed or "",
-        kwargs_json=codec.dumps(body.kwargs()),
+        kwargs_json=codec.dumps(without_webhook(body.kwargs(), request.app.state.http)),
         metadata_json=codec.dumps(body.metadata or {}),
         multitask_strategy=codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"],
     )
@@ -55,7 +58,7 @@ def _create_request(body: CronCreate, thread_id: str = "") -> admission_pb2.Crea
 @router.post("/runs/crons")
 async def create_cron(body: CronCreate, request: Request) -> dict[str, Any]:
     """A cron that runs on a fresh thread each time it fires."""
-    created = await call(peers_of(request).admission.CreateCron(_create_request(body)))
+    created = await call(peers_of(request).admission.CreateCron(_create_request(body, request)))
     return cron_to_dict(created)
 
 
@@ -63,7 +66,7 @@ async def create_cron(body: CronCreate, request: Request) -> dict[str, Any]:
 async def create_thread_cron(thread_id: UUID, body: CronCreate, request: Request) -> dict[str, Any]:
     """A cron whose every firing runs on this thread."""
     created = await call(
-        peers_of(request).admission.CreateCron(_create_request(body, str(thread_id)))
+        peers_of(request).admission.CreateCron(_create_request(body, request, str(thread_id)))
     )
     return cron_to_dict(created)
 
@@ -115,13 +118,14 @@ async def get_cron(cron_id: UUID, request: Request) -> dict[str, Any]:
 @router.patch("/runs/crons/{cron_id}")
 async def update_cron(cron_id: UUID, body: CronPatch, request: Request) -> dict[str, Any]:
     given = body.model_fields_set
+    kwargs = without_webhook(body.kwargs(), request.app.state.http)
     patch = admission_pb2.PatchCronRequest(
         cron_id=str(cron_id),
         schedule=body.schedule,
         timezone=body.timezone,
         enabled=body.enabled,
         on_run_completed=body.on_run_completed,
-        kwargs_json=codec.dumps(body.kwargs()) if body.kwargs() else b"",
+        kwargs_json=codec.dumps(kwargs) if kwargs else b"",
         metadata_json=codec.dumps(body.metadata) if body.metadata is not None else b"",
     )
     if "end_time" in given:  # null clears the end; absent leaves it
