@@ -24,7 +24,6 @@ from langgraph.types import Command, StateSnapshot
 
 from waybill.common import codec
 from waybill.common.identity import LOCAL_USER
-from waybill.common.sealed import secrets_key, unseal
 from waybill.common.settings import get_settings
 from waybill.common.usage import TokenCount, summarize
 from waybill.services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
@@ -41,6 +40,7 @@ from waybill.services.runner.frames import (
     metadata_event,
     requested_modes,
 )
+from waybill.services.runner.graph_context import declared_keys, graph_context, with_auth_user
 from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.journal_sink import JournalSink
@@ -100,7 +100,7 @@ class Outcome:
 
 def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
     config: dict[str, Any] = dict(kwargs.get("config") or {})
-    configurable = dict(config.get("configurable") or {})
+    configurable = with_auth_user(dict(config.get("configurable") or {}))
     configurable.update(
         thread_id=run.thread_id,
         run_id=run.run_id,
@@ -117,16 +117,6 @@ def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
         "run_epoch": run.epoch,
     }
     return config  # type: ignore[return-value]
-
-
-def run_context(context: Any) -> Any:
-    """The run's context as the graph sees it: its sealed secrets opened."""
-    if not isinstance(context, dict) or not context:
-        return None
-    sealed = context.get("secrets")
-    if isinstance(sealed, dict):
-        return {**context, "secrets": unseal(sealed, secrets_key(get_settings()))}
-    return context
 
 
 def thread_config(thread_id: str) -> RunnableConfig:
@@ -315,7 +305,9 @@ class RunExecution:
             checkpointer=self.checkpointer,
             store=OwnedStore(self.graphs.store, owner),
             user=run_user(self.config, owner, []),
-            context=run_context(self.kwargs.get("context")),
+            # The factory sees the whole context, as on LangGraph Platform (its graph's
+            # schema is not known before it is built).
+            context=graph_context(self.kwargs.get("context"), None),
         )
 
     async def _execute_graph(
@@ -441,7 +433,7 @@ class RunExecution:
         encoder = FrameEncoder(stream_mode)
         subgraphs = bool(self.kwargs.get("stream_subgraphs"))
         options: dict[str, Any] = {
-            "context": run_context(self.kwargs.get("context")),
+            "context": graph_context(self.kwargs.get("context"), declared_keys(graph)),
             "stream_mode": requested_modes(stream_mode) or ["values"],
             "subgraphs": subgraphs,
             "interrupt_before": self.kwargs.get("interrupt_before"),
