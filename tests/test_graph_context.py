@@ -35,7 +35,8 @@ import dataclasses
 import hashlib
 from typing import Any
 
-SERVER_KEYS = (
+SEEN = (
+    "tone",
     "langgraph_auth_user_id",
     "langgraph_auth_permissions",
     "user_id",
@@ -69,7 +70,7 @@ def report(state: dict, config: dict, runtime: Any) -> dict:
         "secret_digests": {
             name: hashlib.sha256(value.encode()).hexdigest() for name, value in secrets.items()
         },
-        "seen_configurable": {key: configurable[key] for key in SERVER_KEYS if key in configurable},
+        "seen_configurable": {key: configurable[key] for key in SEEN if key in configurable},
         "auth_user": _user(configurable.get("langgraph_auth_user")),
         "server_info": None
         if server is None
@@ -246,6 +247,20 @@ async def test_keys_the_schema_does_not_declare_are_left_out_as_on_the_platform(
     values, stored = await run_and_read(alice, "settings", context=sent)
     assert values["context"] == {"tone": "dry", "level": 1}
     assert stored["kwargs"]["context"] == sent
+
+
+async def test_context_and_configurable_mirror_each_other_as_on_the_platform(
+    alice: LangGraphClient,
+) -> None:
+    # A context alone is also the run's configurable (a graph may read either)...
+    values, _ = await run_and_read(alice, "settings", context={"tone": "mirrored"})
+    assert values["seen_configurable"]["tone"] == "mirrored"
+    # ...and a configurable alone, as older clients send it, is also its context.
+    values, stored = await run_and_read(
+        alice, "settings", config={"configurable": {"tone": "old-style"}}
+    )
+    assert values["context"] == {"tone": "old-style", "level": 1}
+    assert stored["kwargs"]["context"] == {"tone": "old-style"}
 
 
 async def test_a_context_the_schema_rejects_fails_the_run_not_the_request(

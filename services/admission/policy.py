@@ -130,7 +130,7 @@ def build_run(
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):
         raise invalid("kwargs and metadata must be JSON objects.")
     check_no_secrets(metadata, kwargs.get("config"))
-    kwargs = with_assistant_defaults(kwargs, assistant)
+    kwargs = with_assistant_defaults(mirrored(kwargs), assistant)
     if allowed_models is not None:
         check_model_allowed(kwargs, allowed_models)
     delay = start_delay(request.after_seconds)
@@ -149,6 +149,24 @@ def build_run(
         updated_at=now,
         owner_id=caller.user_id if caller else LOCAL_OWNER,
     )
+
+
+def mirrored(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """As LangGraph Platform does for a run that sends one of the two: its
+    `context` is also its `configurable` (secrets aside), and a `configurable`
+    alone is also its `context`, so that a graph reading either finds it.
+    (The Platform refuses a run sending both; here both are kept as sent.)"""
+    context = kwargs.get("context") or {}
+    config = kwargs.get("config") or {}
+    configurable = (config.get("configurable") if isinstance(config, dict) else None) or {}
+    if not all(isinstance(part, dict) for part in (context, config, configurable)):
+        return kwargs  # not objects: refused with the reason further on
+    if context and not configurable:
+        shared = {key: value for key, value in context.items() if key != SECRETS_KEY}
+        return {**kwargs, "config": {**config, "configurable": shared}}
+    if configurable and not context:
+        return {**kwargs, "context": dict(configurable)}
+    return kwargs
 
 
 def identity_of(caller: Principal | None, owner_id: str) -> dict[str, Any]:
