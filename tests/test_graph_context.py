@@ -72,6 +72,7 @@ def report(state: dict, config: dict, runtime: Any) -> dict:
         },
         "seen_configurable": {key: configurable[key] for key in SEEN if key in configurable},
         "auth_user": _user(configurable.get("langgraph_auth_user")),
+        "execution_run_id": runtime.execution_info.run_id,
         "server_info": None
         if server is None
         else {
@@ -115,6 +116,7 @@ class State(TypedDict, total=False):
     secret_digests: dict
     seen_configurable: dict
     auth_user: Any
+    execution_run_id: Any
     server_info: Any
 
 
@@ -318,6 +320,7 @@ async def test_the_caller_is_in_configurable_and_the_server_info(alice: LangGrap
     ids = {key: stored[key] for key in ("run_id", "thread_id", "assistant_id")}
     assert {key: configurable[key] for key in ids} == ids
     assert configurable["graph_id"] == "settings"
+    assert values["execution_run_id"] == stored["run_id"]
     assert values["server_info"] == {
         "assistant_id": stored["assistant_id"],
         "graph_id": "settings",

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 import threading
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
@@ -116,6 +117,10 @@ def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
         "run_id": run.run_id,
         "run_epoch": run.epoch,
     }
+    if run.attempt <= 1:
+        # As LangGraph Platform does: the run's id is the root run's id, which the graph
+        # reads as `runtime.execution_info.run_id` (a retry gets a fresh one, for tracing).
+        config["run_id"] = uuid.UUID(run.run_id)
     return config  # type: ignore[return-value]
 
 
