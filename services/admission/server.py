@@ -136,8 +136,8 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         # (unless a project serves a graph of its own under that name).
         self.model_graphs = {
             graph_id
-            for graph_id, target in settings.graph_specs().items()
-            if target == BUILTIN_GRAPHS["lead_agent"]
+            for graph_id, spec in settings.graph_specs().items()
+            if spec.target == BUILTIN_GRAPHS["lead_agent"]
         }
 
     # ---- threads -------------------------------------------------------------
