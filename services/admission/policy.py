@@ -193,9 +193,11 @@ def auth_user_of(caller: Principal | None, identity: dict[str, Any]) -> dict[str
 
 
 def _permissions_of(caller: Principal | None) -> list[str]:
-    permissions = getattr(caller, "permissions", None)
-    if isinstance(permissions, list | tuple):  # a custom authenticator's, in its order
+    permissions = getattr(caller, "permissions", None)  # a custom authenticator's
+    if isinstance(permissions, list | tuple):  # kept in its order
         return [str(permission) for permission in permissions]
+    if isinstance(permissions, set | frozenset):
+        return sorted(str(permission) for permission in permissions)
     return sorted(caller.scopes) if caller is not None else []
 
 
