@@ -22,7 +22,7 @@ from waybill.common import logs, tracing
 from waybill.common.errors import ServiceError
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.metrics import serve_metrics
-from waybill.common.project import ProjectError
+from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
 from waybill.common.schema import SchemaMismatch
 from waybill.common.settings import get_settings
 
@@ -32,7 +32,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The exit status of a service that refused to start on a schema it does not run on.
 SCHEMA_EXIT_CODE = 3
-PROJECT_EXIT_CODE = 4  # the project's langgraph.json cannot be served
 
 
 # A peer this call needed could not be reached (not started yet, restarting, down):

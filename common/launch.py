@@ -98,7 +98,7 @@ class Stack:
             if output is not None:
                 output.close()
         if code != 0:
-            raise RuntimeError(f"migrations failed (exit code {code})")
+            raise RuntimeError(f"migrations failed (exit code {code}){self._last_words('migrate')}")
 
     def start_one(
         self, name: str, module: str | None = None, extra_env: Mapping[str, str] | None = None

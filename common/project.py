@@ -100,6 +100,10 @@ PROJECT_KEYS: dict[str, str | None] = {
 CHECKED_SECTIONS = ("auth", "http", "store", "checkpointer")
 
 
+# The exit status of a process that refused to start on a project it cannot serve.
+PROJECT_EXIT_CODE = 4
+
+
 class ProjectError(ValueError):
     """The project file cannot be served: start-up stops with this reason."""
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import signal
+import sys
 
 import uvicorn
 
 from waybill.common.logs import configure_logging
-from waybill.common.project import ProjectError
+from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
 from waybill.common.settings import get_settings
 from waybill.gateway.app import create_app
 from waybill.gateway.project_http import served
@@ -22,7 +23,8 @@ def main() -> None:
     try:
         app = create_app(settings)
     except ProjectError as error:  # the project cannot be served: say why, do not start
-        raise SystemExit(f"gateway: {error}") from None
+        print(f"gateway: refusing to start: {error}", file=sys.stderr, flush=True)
+        sys.exit(PROJECT_EXIT_CODE)
     uvicorn.run(
         served(app, app.state.http),
         host=settings.http_host,

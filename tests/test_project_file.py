@@ -346,7 +346,7 @@ def project_with(root: Path, manifest: dict[str, Any] | str) -> Path:
 def test_a_file_that_is_not_json_stops_start_up(tmp_path: Path) -> None:
     manifest = project_with(tmp_path, '{"graphs": {"g": "./graph.py:graph"},}')
     reason = refused_start(tmp_path, manifest, "admission")
-    assert "admission exited with code 4" in reason
+    assert "migrations failed (exit code 4)" in reason  # the first process to read it
     assert "not valid JSON" in reason
 
 

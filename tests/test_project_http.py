@@ -366,7 +366,7 @@ def gateway_refuses(root: Path, http: dict[str, Any], extra_files: dict[str, str
         text=True,
         timeout=60,
     )
-    assert done.returncode != 0, done.stderr
+    assert done.returncode == 4, done.stderr
     return done.stderr
 
 
@@ -378,7 +378,7 @@ def gateway_refuses(root: Path, http: dict[str, Any], extra_files: dict[str, str
         ({"app": "./webapp.py:nope"}, {}, "has no attribute 'nope'"),
         ({"app": "./plain.py:app"}, {"plain.py": "app = 42\n"}, "not a Starlette or FastAPI app"),
         ({"cors": {"allow_origins": "*"}}, {}, "http.cors.allow_origins: must be a list"),
-        ({"disable_runs": "yes"}, {}, "http.disable_runs: must be true or false"),
+        ({"disable_runs": "yes"}, {}, "http.disable_runs: Input should be a valid boolean"),
         ({"mount_prefix": "api"}, {}, "must start with '/'"),
     ],
 )

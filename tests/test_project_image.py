@@ -164,10 +164,10 @@ def test_a_python_version_other_than_the_image_s_stops_the_build(tmp_path: Path)
     ("extra", "reason"),
     [
         ({"dependencies": ["../elsewhere"]}, "is outside"),
-        ({"dependencies": ["./missing"]}, "./missing is not a folder"),
+        ({"dependencies": ["./missing"]}, "project/missing: no such folder"),
         ({"pip_config_file": "./nope.conf"}, "./nope.conf is not a file"),
-        ({"dockerfile_lines": "RUN x"}, "dockerfile_lines: must be a list of strings"),
-        ({"python_version": 3.11}, "python_version 3.11: must be"),
+        ({"dockerfile_lines": "RUN x"}, "dockerfile_lines: Input should be a valid list"),
+        ({"python_version": 3.11}, "python_version: Input should be a valid string"),
     ],
 )
 def test_a_project_that_cannot_be_built_is_refused(
