@@ -14,7 +14,14 @@ from sqlalchemy.exc import IntegrityError
 from waybill.common import codec
 from waybill.common.errors import ServiceError, busy, invalid, refused
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
-from waybill.common.identity import LOCAL_USER, Principal, acting_user, caller_of, owner_filter
+from waybill.common.identity import (
+    LOCAL_USER,
+    Principal,
+    acting_user,
+    auth_filter,
+    caller_of,
+    owner_filter,
+)
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.sealed import SecretsUnavailable, secrets_key
 from waybill.common.settings import Settings, get_settings
@@ -99,6 +106,11 @@ def _thread_query(request: Any) -> ThreadQuery:
     return query
 
 
+def _threads_filter(context: Any) -> dict[str, Any] | None:
+    """The project's auth filter on threads (runs are seen through their thread)."""
+    return auth_filter(context, "threads")
+
+
 def _search_query(request: admission_pb2.SearchThreadsRequest) -> ThreadQuery:
     query = _thread_query(request)
     for thread_id in request.ids:
@@ -145,21 +157,23 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
-        record = await self.store.get_thread(_thread_id(request.thread_id), owner_filter(context))
+        record = await self.store.get_thread(
+            _thread_id(request.thread_id), owner_filter(context), _threads_filter(context)
+        )
         return record.to_proto()
 
     @translate_errors
     async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
         metadata = _json_object(request.metadata_json, "metadata")
         record = await self.store.patch_thread(
-            _thread_id(request.thread_id), metadata, owner_filter(context)
+            _thread_id(request.thread_id), metadata, owner_filter(context), _threads_filter(context)
         )
         return record.to_proto()
 
     @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
         run_ids = await self.store.delete_thread(
-            _thread_id(request.thread_id), owner_filter(context)
+            _thread_id(request.thread_id), owner_filter(context), _threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
 
@@ -172,23 +186,28 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         if request.offset < 0:
             raise invalid("offset must not be negative.")
         records = await self.store.search_threads(
-            query, limit, request.offset, owner_filter(context)
+            query, limit, request.offset, owner_filter(context), _threads_filter(context)
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
     @translate_errors
     async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
-        count = await self.store.count_threads(_thread_query(request), owner_filter(context))
+        count = await self.store.count_threads(
+            _thread_query(request), owner_filter(context), _threads_filter(context)
+        )
         return admission_pb2.CountThreadsResponse(count=count)
 
     # ---- runs ----------------------------------------------------------------
 
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
-        return await self.start_run_as(request, caller_of(context))
+        return await self.start_run_as(request, caller_of(context), _threads_filter(context))
 
     async def start_run_as(
-        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        auth: dict[str, Any] | None = None,
     ) -> common_pb2.Run:
         """StartRun's whole path (idempotency, every rule, the admit) for `caller`:
         an HTTP request's principal, or a cron's owner when it fires."""
@@ -198,9 +217,9 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             found = await self.store.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
-        run, owner = await self._checked_run(request, caller)
+        run, owner = await self._checked_run(request, caller, auth)
         try:
-            await self._admit(run, request.if_not_exists, owner, key)
+            await self._admit(run, request.if_not_exists, owner, key, auth)
         except IntegrityError as error:
             found = await self.store.keyed_run(key) if key else None
             if key is not None and found is not None:
@@ -214,19 +233,22 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
         # Every request is checked before any run is stored: a bad one writes nothing.
-        caller = caller_of(context)
+        caller, auth = caller_of(context), _threads_filter(context)
         checked = []
         for index, one in enumerate(request.runs):
             try:
-                checked.append((await self._checked_run(one, caller), one))
+                checked.append((await self._checked_run(one, caller, auth), one))
             except ServiceError as error:
                 raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
         for (run, owner), one in checked:
-            await self._admit(run, one.if_not_exists, owner, None)
+            await self._admit(run, one.if_not_exists, owner, None, auth)
         return admission_pb2.StartRunsResponse(runs=[run.to_proto() for (run, _), _ in checked])
 
     async def _checked_run(
-        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        auth: dict[str, Any] | None = None,
     ) -> tuple[RunRecord, str | None]:
         """Every rule of `policy.py`, in its order; nothing is written.
         Returns the run to store and the owner its caller is confined to."""
@@ -235,7 +257,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         run = build_run(request, assistant, self.allowed_models, caller)  # checks 1-4
         await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
         if_not_exists = request.if_not_exists or "reject"
-        thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists)  # 5
+        thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists, auth)  # 5
         owner_id = thread.owner_id if thread else run.owner_id
         run.kwargs = admitted_kwargs(  # check 6
             run.kwargs,
@@ -254,7 +276,12 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         return (await self.store.get_run(found.thread_id, run_id)).to_proto()
 
     async def _admit(
-        self, run: RunRecord, if_not_exists: str, owner: str | None, key: IdempotencyKey | None
+        self,
+        run: RunRecord,
+        if_not_exists: str,
+        owner: str | None,
+        key: IdempotencyKey | None,
+        auth: dict[str, Any] | None = None,
     ) -> None:
         """Store a checked run; claim it for a free runner here at once when it may start."""
         runner = self.pool.reserve_slot(run.run_id)
@@ -262,7 +289,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         claimed = False
         try:
             with run_span("admission.admit", run.run_id, run.thread_id, run.owner_id):
-                await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key)
+                await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key, auth)
             claimed = runner is not None and run.lease_owner is not None
         finally:
             if runner is not None and not claimed:
@@ -295,7 +322,10 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
         record = await self.store.get_run(
-            _thread_id(request.thread_id), request.run_id, owner_filter(context)
+            _thread_id(request.thread_id),
+            request.run_id,
+            owner_filter(context),
+            _threads_filter(context),
         )
         return record.to_proto()
 
@@ -308,13 +338,17 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             request.limit or 10,
             request.offset,
             owner_filter(context),
+            _threads_filter(context),
         )
         return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
 
     @translate_errors
     async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
         await self.store.delete_run(
-            _thread_id(request.thread_id), request.run_id, owner_filter(context)
+            _thread_id(request.thread_id),
+            request.run_id,
+            owner_filter(context),
+            _threads_filter(context),
         )
         return admission_pb2.DeleteRunResponse()
 
@@ -465,7 +499,11 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
         with run_span("admission.cancel", request.run_id, request.thread_id, action=action):
             run = await self.store.request_cancel(
-                _thread_id(request.thread_id), request.run_id, action, owner_filter(context)
+                _thread_id(request.thread_id),
+                request.run_id,
+                action,
+                owner_filter(context),
+                _threads_filter(context),
             )
         # The first action wins: tell the runner the one that was stored.
         if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
@@ -488,7 +526,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
                 if not codec.is_uuid(run_id):
                     raise invalid(f"run_ids: '{run_id}' is not a UUID.")
         runs = await self.store.request_cancel_many(
-            thread_id, run_ids, status, action, owner_filter(context)
+            thread_id, run_ids, status, action, owner_filter(context), _threads_filter(context)
         )
         for run in runs:
             # The first action wins: tell each runner the one that was stored.
@@ -525,7 +563,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
-        return await token_usage(self.store, request, caller_of(context))
+        return await token_usage(self.store, request, caller_of(context), _threads_filter(context))
 
 
 async def main() -> None:

@@ -1,0 +1,332 @@
+"""Auth from the project: `auth` in langgraph.json, LangGraph's "resource owner"
+example (authenticate a bearer token; `@auth.on` stamps `owner` and returns
+`{"owner": identity}`), served on SQLite and on Postgres. Two users are isolated
+completely; the handlers' other answers (False, exceptions, `$contains`, the most
+specific handler) behave as on LangGraph Platform."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
+
+from tests.stacks import stack_in_mode
+from waybill.common.launch import Stack
+
+ADMIN_KEY = "operator-key-0000"
+
+AUTH_PY = """
+from langgraph_sdk import Auth
+
+auth = Auth()
+
+USERS = {
+    "alice-token": {"identity": "alice", "permissions": ["write"], "team": "red"},
+    "bob-token": {"identity": "bob", "permissions": ["write"], "team": "blue"},
+    # carol reads the threads of her team: a `$contains` filter
+    "carol-token": {"identity": "carol", "permissions": ["team-reader"], "team": "red"},
+}
+
+
+@auth.authenticate
+async def authenticate(authorization: str | None, path: str, method: str):
+    scheme, _, token = (authorization or "").partition(" ")
+    if token == "teapot":
+        raise Auth.exceptions.HTTPException(status_code=418, detail="I am a teapot")
+    if token == "crash":
+        raise RuntimeError("internal secret: db password hunter2")
+    if scheme.lower() != "bearer" or token not in USERS:
+        raise Auth.exceptions.HTTPException(status_code=401, detail="Invalid token")
+    return USERS[token]
+
+
+@auth.on
+async def add_owner(ctx: Auth.types.AuthContext, value: dict):
+    if "team-reader" in ctx.permissions:
+        return {"teams": {"$contains": ctx.user["team"]}}
+    filters = {"owner": ctx.user.identity}
+    metadata = value.setdefault("metadata", {})
+    metadata.update(filters)
+    return filters
+
+
+@auth.on.crons
+async def own_crons(ctx: Auth.types.AuthContext, value: dict):
+    # more specific than @auth.on: it also marks what it stamped
+    metadata = value.setdefault("metadata", {})
+    metadata.update({"owner": ctx.user.identity, "stamped_by": "crons"})
+    return {"owner": {"$eq": ctx.user.identity}}
+
+
+@auth.on.assistants.delete
+async def no_deletes(ctx: Auth.types.AuthContext, value: dict):
+    return False  # more specific than @auth.on: nobody deletes an assistant
+
+
+@auth.on.store()
+async def own_namespace(ctx: Auth.types.AuthContext, value: dict):
+    value["namespace"] = (ctx.user.identity, *(value.get("namespace") or ()))
+"""
+
+ECHO_PY = """
+import asyncio
+
+from typing_extensions import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict):
+    text: str
+
+
+async def shout(state: State) -> dict:
+    if state["text"].startswith("slow"):
+        await asyncio.sleep(30)
+    return {"text": state["text"].upper()}
+
+
+builder = StateGraph(State)
+builder.add_node("shout", shout)
+builder.add_edge(START, "shout")
+builder.add_edge("shout", END)
+graph = builder.compile()
+"""
+
+
+def write_project(root: Path) -> Path:
+    (root / "auth.py").write_text(textwrap.dedent(AUTH_PY))
+    (root / "echo.py").write_text(textwrap.dedent(ECHO_PY))
+    manifest = root / "langgraph.json"
+    manifest.write_text(
+        json.dumps({"graphs": {"echo": "./echo.py:graph"}, "auth": {"path": "./auth.py:auth"}})
+    )
+    return manifest
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    manifest = write_project(tmp_path_factory.mktemp("auth-project"))
+    data_dir = tmp_path_factory.mktemp(f"custom-auth-{request.param}")
+    extra = {"WAYBILL_GRAPHS": str(manifest), "WAYBILL_API_KEY": ADMIN_KEY}
+    with stack_in_mode(request.param, data_dir, **extra) as running:
+        yield running
+
+
+def client_for(stack: Stack, token: str) -> LangGraphClient:
+    return get_client(url=stack.url, headers={"Authorization": f"Bearer {token}"})
+
+
+@pytest.fixture
+async def alice(stack: Stack) -> AsyncIterator[LangGraphClient]:
+    client = client_for(stack, "alice-token")
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def bob(stack: Stack) -> AsyncIterator[LangGraphClient]:
+    client = client_for(stack, "bob-token")
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as client:
+        yield client
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def assert_not_found(attempt: Awaitable[Any]) -> None:
+    """404, as the SDK reports it (its `wait` raises httpx's own error)."""
+    try:
+        await attempt
+    except NotFoundError:
+        return
+    except httpx.HTTPStatusError as error:
+        assert error.response.status_code == 404
+        return
+    raise AssertionError("expected a 404")
+
+
+async def wait_for_status(
+    client: LangGraphClient, thread_id: str, run_id: str, status: str
+) -> None:
+    for _ in range(200):
+        if (await client.runs.get(thread_id, run_id))["status"] == status:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never became {status}")
+
+
+# ---- authentication ---------------------------------------------------------------------
+
+
+async def test_a_missing_or_invalid_token_is_401(http: httpx.AsyncClient) -> None:
+    missing = await http.post("/threads/search", json={})
+    assert missing.status_code == 401
+    assert missing.json()["detail"] == "Invalid token"
+    wrong = await http.post("/threads/search", json={}, headers=bearer("mallory-token"))
+    assert wrong.status_code == 401
+    assert (await http.get("/ok")).status_code == 200  # open routes stay open
+
+
+async def test_the_status_a_handler_raises_is_answered(http: httpx.AsyncClient) -> None:
+    teapot = await http.post("/threads", json={}, headers=bearer("teapot"))
+    assert teapot.status_code == 418
+    assert teapot.json()["detail"] == "I am a teapot"
+
+
+async def test_a_crashing_handler_is_500_without_its_internals(http: httpx.AsyncClient) -> None:
+    crashed = await http.post("/threads", json={}, headers=bearer("crash"))
+    assert crashed.status_code == 500
+    assert "hunter2" not in crashed.text
+    assert "RuntimeError" not in crashed.text
+
+
+async def test_the_operator_key_still_sees_everything(
+    alice: LangGraphClient, bob: LangGraphClient, stack: Stack
+) -> None:
+    mine = await alice.threads.create()
+    theirs = await bob.threads.create()
+    operator = get_client(url=stack.url, api_key=ADMIN_KEY)
+    try:
+        seen = {t["thread_id"] for t in await operator.threads.search(limit=1000)}
+    finally:
+        await operator.aclose()
+    assert {mine["thread_id"], theirs["thread_id"]} <= seen
+
+
+# ---- threads ----------------------------------------------------------------------------
+
+
+async def test_the_stamped_owner_is_stored(alice: LangGraphClient) -> None:
+    thread = await alice.threads.create(metadata={"topic": "x", "owner": "bob"})
+    assert thread["metadata"] == {"topic": "x", "owner": "alice"}  # the handler's stamp wins
+    assert (await alice.threads.get(thread["thread_id"]))["metadata"]["owner"] == "alice"
+
+
+async def test_threads_are_isolated(alice: LangGraphClient, bob: LangGraphClient) -> None:
+    tag = uuid.uuid4().hex
+    mine = await alice.threads.create(metadata={"tag": tag})
+    theirs = await bob.threads.create(metadata={"tag": tag})
+    thread_id = mine["thread_id"]
+
+    found = await alice.threads.search(metadata={"tag": tag})
+    assert [t["thread_id"] for t in found] == [thread_id]
+    assert await alice.threads.count(metadata={"tag": tag}) == 1
+    assert await bob.threads.count(metadata={"tag": tag}) == 1
+
+    await assert_not_found(bob.threads.get(thread_id))
+    await assert_not_found(bob.threads.update(thread_id, metadata={"hijacked": True}))
+    await assert_not_found(bob.threads.get_state(thread_id))
+    await assert_not_found(bob.threads.get_history(thread_id))
+    await assert_not_found(bob.threads.delete(thread_id))
+    await assert_not_found(bob.threads.copy(thread_id))
+    # Nothing bob tried was written: the thread is whole and unchanged.
+    kept = await alice.threads.get(thread_id)
+    assert kept["metadata"] == {"tag": tag, "owner": "alice"}
+
+    patched = await alice.threads.update(thread_id, metadata={"more": 1})
+    assert patched["metadata"]["more"] == 1
+    await alice.threads.delete(thread_id)
+    with pytest.raises(NotFoundError):
+        await alice.threads.get(thread_id)
+    assert (await bob.threads.get(theirs["thread_id"]))["metadata"]["owner"] == "bob"
+
+
+async def test_a_contains_filter(
+    alice: LangGraphClient, bob: LangGraphClient, stack: Stack
+) -> None:
+    tag = uuid.uuid4().hex
+    red = await alice.threads.create(metadata={"tag": tag, "teams": ["red", "blue"]})
+    await bob.threads.create(metadata={"tag": tag, "teams": ["blue"]})
+    carol = client_for(stack, "carol-token")
+    try:
+        seen = await carol.threads.search(metadata={"tag": tag})
+        assert [t["thread_id"] for t in seen] == [red["thread_id"]]
+        assert (await carol.threads.get(red["thread_id"]))["thread_id"] == red["thread_id"]
+    finally:
+        await carol.aclose()
+
+
+# ---- runs -------------------------------------------------------------------------------
+
+
+async def test_runs_are_isolated(alice: LangGraphClient, bob: LangGraphClient) -> None:
+    thread_id = (await alice.threads.create())["thread_id"]
+    result = await alice.runs.wait(thread_id, "echo", input={"text": "hi"})
+    assert result == {"text": "HI"}
+    parts = [part async for part in alice.runs.stream(thread_id, "echo", input={"text": "yo"})]
+    assert parts[-1].data == {"text": "YO"}
+    run = await alice.runs.create(thread_id, "echo", input={"text": "bg"}, metadata={"m": 1})
+    assert run["metadata"]["owner"] == "alice"  # the stamp reaches the run too
+    assert await alice.runs.join(thread_id, run["run_id"]) == {"text": "BG"}
+    assert len(await alice.runs.list(thread_id)) == 3
+    assert (await alice.threads.get_state(thread_id))["values"] == {"text": "BG"}
+    assert len(await alice.threads.get_history(thread_id)) > 0
+
+    await assert_not_found(bob.runs.create(thread_id, "echo", input={"text": "intrude"}))
+    await assert_not_found(bob.runs.wait(thread_id, "echo", input={"text": "intrude"}))
+    await assert_not_found(bob.runs.list(thread_id))
+    await assert_not_found(bob.runs.get(thread_id, run["run_id"]))
+    await assert_not_found(bob.runs.join(thread_id, run["run_id"]))
+    await assert_not_found(bob.runs.cancel(thread_id, run["run_id"]))
+    await assert_not_found(bob.runs.delete(thread_id, run["run_id"]))
+    with pytest.raises(NotFoundError):
+        async for _ in bob.runs.stream(thread_id, "echo", input={"text": "intrude"}):
+            pass
+    with pytest.raises(NotFoundError):
+        async for _ in bob.runs.join_stream(thread_id, run["run_id"]):
+            pass
+    assert len(await alice.runs.list(thread_id)) == 3  # bob started nothing
+
+
+async def test_cancel_is_the_owners_alone(alice: LangGraphClient, bob: LangGraphClient) -> None:
+    thread_id = (await alice.threads.create())["thread_id"]
+    run = await alice.runs.create(thread_id, "echo", input={"text": "slow one"})
+    await wait_for_status(alice, thread_id, run["run_id"], "running")
+    await assert_not_found(bob.runs.cancel(thread_id, run["run_id"]))
+    await assert_not_found(bob.runs.cancel_many(thread_id=thread_id, run_ids=[run["run_id"]]))
+    assert (await alice.runs.get(thread_id, run["run_id"]))["status"] == "running"
+    await alice.runs.cancel(thread_id, run["run_id"], wait=True)
+    assert (await alice.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+
+
+async def test_a_stateless_run_belongs_to_its_creator(
+    alice: LangGraphClient, bob: LangGraphClient
+) -> None:
+    run = await alice.runs.create(
+        None, "echo", input={"text": "kept"}, on_completion="keep", metadata={"s": 1}
+    )
+    assert await alice.runs.join(run["thread_id"], run["run_id"]) == {"text": "KEPT"}
+    thread = await alice.threads.get(run["thread_id"])
+    assert thread["metadata"]["owner"] == "alice"
+    with pytest.raises(NotFoundError):
+        await bob.threads.get(run["thread_id"])
+    assert await bob.runs.wait(None, "echo", input={"text": "own"}) == {"text": "OWN"}
+
+
+# ---- the most specific handler ------------------------------------------------------------
+
+
+async def test_an_action_handler_returning_false_is_403(alice: LangGraphClient) -> None:
+    assistant = await alice.assistants.create("echo", name=f"mine-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(PermissionDeniedError):
+        await alice.assistants.delete(assistant["assistant_id"])
+    assert (await alice.assistants.get(assistant["assistant_id"]))["name"] == assistant["name"]
