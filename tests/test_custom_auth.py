@@ -330,3 +330,28 @@ async def test_an_action_handler_returning_false_is_403(alice: LangGraphClient) 
     with pytest.raises(PermissionDeniedError):
         await alice.assistants.delete(assistant["assistant_id"])
     assert (await alice.assistants.get(assistant["assistant_id"]))["name"] == assistant["name"]
+
+
+# ---- assistants -------------------------------------------------------------------------
+
+
+async def test_assistants_are_isolated(alice: LangGraphClient, bob: LangGraphClient) -> None:
+    name = f"private-{uuid.uuid4().hex[:8]}"
+    mine = await alice.assistants.create("echo", name=name, metadata={"k": "v"})
+    assert mine["metadata"] == {"k": "v", "owner": "alice"}
+    assistant_id = mine["assistant_id"]
+
+    assert [a["assistant_id"] for a in await alice.assistants.search(name=name)] == [assistant_id]
+    assert await alice.assistants.count(metadata={"k": "v"}) >= 1
+    assert await bob.assistants.search(name=name) == []
+    assert await bob.assistants.count(metadata={"owner": "alice"}) == 0
+    await assert_not_found(bob.assistants.get(assistant_id))
+    await assert_not_found(bob.assistants.get_schemas(assistant_id))
+    await assert_not_found(bob.assistants.get_versions(assistant_id))
+    await assert_not_found(bob.assistants.update(assistant_id, name="stolen"))
+    await assert_not_found(bob.assistants.set_latest(assistant_id, 1))
+
+    updated = await alice.assistants.update(assistant_id, name=f"{name}-2")
+    assert updated["name"] == f"{name}-2"
+    assert updated["metadata"]["owner"] == "alice"
+    assert (await alice.assistants.get(assistant_id))["name"] == f"{name}-2"

@@ -363,7 +363,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         sort_order = request.sort_order or "desc"
         if sort_order not in ("asc", "desc"):
             raise invalid("sort_order must be asc or desc.")
-        wanted = self._assistant_filter(request)
+        wanted = self._assistant_filter(request, context)
         found, has_more = await self.assistants.search(wanted, limit, offset, sort_by, sort_order)
         return admission_pb2.SearchAssistantsResponse(
             assistants=[a.to_proto() for a in found], has_more=has_more
@@ -371,16 +371,18 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def CountAssistants(self, request, context):  # type: ignore[no-untyped-def]
-        count = await self.assistants.count(self._assistant_filter(request))
+        count = await self.assistants.count(self._assistant_filter(request, context))
         return admission_pb2.CountAssistantsResponse(count=count)
 
-    def _assistant_filter(self, request: Any) -> AssistantFilter:
+    def _assistant_filter(self, request: Any, context: Any) -> AssistantFilter:
         metadata = _json_object(request.metadata_json, "metadata")
-        return self.assistants.filter(request.graph_id, metadata, request.name)
+        auth = auth_filter(context, "assistants")
+        return self.assistants.filter(request.graph_id, metadata, request.name, auth)
 
     @translate_errors
     async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        return (await self.assistants.get(request.assistant_id)).to_proto()
+        auth = auth_filter(context, "assistants")
+        return (await self.assistants.get(request.assistant_id, auth)).to_proto()
 
     @translate_errors
     async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
@@ -411,25 +413,28 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             name=request.name if request.HasField("name") else None,
             description=request.description if request.HasField("description") else None,
         )
-        return (await self.assistants.patch(request.assistant_id, changes)).to_proto()
+        auth = auth_filter(context, "assistants")
+        return (await self.assistants.patch(request.assistant_id, changes, auth)).to_proto()
 
     @translate_errors
     async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        await self.assistants.delete(request.assistant_id)
+        await self.assistants.delete(request.assistant_id, auth_filter(context, "assistants"))
         return admission_pb2.DeleteAssistantResponse()
 
     @translate_errors
     async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
         limit, offset = _page(request.limit, request.offset)
         metadata = _json_object(request.metadata_json, "metadata")
-        found = await self.assistants.versions(request.assistant_id, metadata, limit, offset)
+        auth = auth_filter(context, "assistants")
+        found = await self.assistants.versions(request.assistant_id, metadata, limit, offset, auth)
         return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
 
     @translate_errors
     async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
         if request.version < 1:
             raise invalid("version must be a positive integer.")
-        found = await self.assistants.set_latest(request.assistant_id, request.version)
+        auth = auth_filter(context, "assistants")
+        found = await self.assistants.set_latest(request.assistant_id, request.version, auth)
         return found.to_proto()
 
     # ---- the runners' work stream ------------------------------------------------
