@@ -355,3 +355,33 @@ async def test_assistants_are_isolated(alice: LangGraphClient, bob: LangGraphCli
     assert updated["name"] == f"{name}-2"
     assert updated["metadata"]["owner"] == "alice"
     assert (await alice.assistants.get(assistant_id))["name"] == f"{name}-2"
+
+
+# ---- crons ------------------------------------------------------------------------------
+
+
+async def test_crons_are_isolated(alice: LangGraphClient, bob: LangGraphClient) -> None:
+    thread_id = (await alice.threads.create())["thread_id"]
+    on_thread = await alice.crons.create_for_thread(
+        thread_id, "echo", schedule="0 0 1 1 *", input={"text": "yearly"}
+    )
+    # @auth.on.crons, more specific than @auth.on, stamped it
+    assert on_thread["metadata"] == {"owner": "alice", "stamped_by": "crons"}
+    stateless = await alice.crons.create("echo", schedule="0 0 1 1 *", input={"text": "x"})
+    cron_ids = {on_thread["cron_id"], stateless["cron_id"]}
+
+    assert {c["cron_id"] for c in await alice.crons.search(limit=100)} >= cron_ids
+    assert not cron_ids & {c["cron_id"] for c in await bob.crons.search(limit=100)}
+    assert await bob.crons.count(thread_id=thread_id) == 0
+    assert await alice.crons.count(thread_id=thread_id) == 1
+    await assert_not_found(bob.crons.update(stateless["cron_id"], schedule="0 0 2 1 *"))
+    await assert_not_found(bob.crons.delete(stateless["cron_id"]))
+    # bob cannot hang a cron on alice's thread either
+    await assert_not_found(bob.crons.create_for_thread(thread_id, "echo", schedule="0 0 1 1 *"))
+    assert await alice.crons.count(thread_id=thread_id) == 1
+
+    updated = await alice.crons.update(stateless["cron_id"], schedule="0 0 2 1 *")
+    assert updated["schedule"] == "0 0 2 1 *"
+    for cron_id in cron_ids:
+        await alice.crons.delete(cron_id)
+    assert not cron_ids & {c["cron_id"] for c in await alice.crons.search(limit=100)}
