@@ -385,3 +385,29 @@ async def test_crons_are_isolated(alice: LangGraphClient, bob: LangGraphClient) 
     for cron_id in cron_ids:
         await alice.crons.delete(cron_id)
     assert not cron_ids & {c["cron_id"] for c in await alice.crons.search(limit=100)}
+
+
+# ---- store ------------------------------------------------------------------------------
+
+
+async def test_the_store_is_scoped_by_the_store_handler(
+    alice: LangGraphClient, bob: LangGraphClient
+) -> None:
+    namespace = ["notes", uuid.uuid4().hex]
+    await alice.store.put_item(namespace, "plan", {"text": "alice's"})
+    await bob.store.put_item(namespace, "plan", {"text": "bob's"})
+
+    # the handler put each user's items under their identity: no clash, no leak
+    mine = await alice.store.get_item(namespace, "plan")
+    assert mine["value"] == {"text": "alice's"}
+    assert mine["namespace"] == ["alice", *namespace]
+    assert (await bob.store.get_item(namespace, "plan"))["value"] == {"text": "bob's"}
+
+    found = await alice.store.search_items(namespace)
+    assert [item["value"] for item in found["items"]] == [{"text": "alice's"}]
+    listed = await bob.store.list_namespaces(prefix=["notes"])
+    assert listed["namespaces"] == [["bob", *namespace]]
+
+    await bob.store.delete_item(namespace, "plan")
+    await assert_not_found(bob.store.get_item(namespace, "plan"))
+    assert (await alice.store.get_item(namespace, "plan"))["value"] == {"text": "alice's"}

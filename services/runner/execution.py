@@ -44,7 +44,7 @@ from waybill.services.runner.graphs import GraphRegistry
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
-from waybill.services.runner.owned_store import OwnedStore
+from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.record_sink import RecordSink
 from waybill.services.runner.run_journal import RunJournal, delivery_record, with_callbacks
 from waybill.services.runner.stats import STATS
@@ -300,7 +300,7 @@ class RunExecution:
             LoopTurns(),
         )
         self.checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
-        store = OwnedStore(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
+        store = store_of(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
         graph = self.graphs.build(self.run.graph_id, self.config, self.checkpointer, store)
         self.verify_workspace = self._verifies_workspace(graph)
         if not self.verify_workspace:
