@@ -148,12 +148,15 @@ def owner_filter(context: Any) -> str | None:
     return None if caller is None else caller.owner_filter
 
 
-def auth_filter(context: Any, resource: str) -> dict[str, Any] | None:
-    """The filter the project's auth handler returned for `resource` ("threads",
-    "assistants", "crons") while serving this call; None when there is none."""
+def auth_filters(context: Any) -> dict[str, dict[str, Any]]:
+    """The filters the project's auth handlers returned while serving this call,
+    by resource ("threads", "assistants", "crons")."""
     metadata: Sequence[tuple[str, Any]] = context.invocation_metadata() or ()
     raw = next((v for k, v in metadata if k == AUTH_FILTERS_KEY and isinstance(v, str)), None)
-    if not raw:
-        return None
-    found = json.loads(raw).get(resource)
-    return found if isinstance(found, dict) and found else None
+    found = json.loads(raw) if raw else {}
+    return {k: v for k, v in found.items() if isinstance(v, dict) and v}
+
+
+def auth_filter(context: Any, resource: str) -> dict[str, Any] | None:
+    """The filter for `resource`; None when there is none."""
+    return auth_filters(context).get(resource)

@@ -297,7 +297,6 @@ async def authorize(request: Request) -> Principal:
         action = "read" if request.method == "GET" else "update"
         value: dict[str, Any] = {"thread_id": request.path_params.get("thread_id"), "metadata": {}}
         await request.app.state.project_auth.authorize(request, "threads", action, value)
-    request.state.principal = principal
     CURRENT_PRINCIPAL.set(principal)
     bind_run(user_id=principal.user_id)
     return principal

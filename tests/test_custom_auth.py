@@ -268,7 +268,9 @@ async def test_a_contains_filter(
 # ---- runs -------------------------------------------------------------------------------
 
 
-async def test_runs_are_isolated(alice: LangGraphClient, bob: LangGraphClient) -> None:
+async def test_runs_are_isolated(
+    alice: LangGraphClient, bob: LangGraphClient, http: httpx.AsyncClient
+) -> None:
     thread_id = (await alice.threads.create())["thread_id"]
     result = await alice.runs.wait(thread_id, "echo", input={"text": "hi"})
     assert result == {"text": "HI"}
@@ -288,6 +290,14 @@ async def test_runs_are_isolated(alice: LangGraphClient, bob: LangGraphClient) -
     await assert_not_found(bob.runs.join(thread_id, run["run_id"]))
     await assert_not_found(bob.runs.cancel(thread_id, run["run_id"]))
     await assert_not_found(bob.runs.delete(thread_id, run["run_id"]))
+    for path in (
+        f"/threads/{thread_id}/runs/{run['run_id']}/events",
+        f"/threads/{thread_id}/runs/{run['run_id']}/receipt",
+        f"/threads/{thread_id}/outputs",
+        f"/threads/{thread_id}/token-usage",
+    ):  # Waybill's own routes on a thread go through the same handlers
+        assert (await http.get(path, headers=bearer("bob-token"))).status_code == 404, path
+        assert (await http.get(path, headers=bearer("alice-token"))).status_code == 200, path
     with pytest.raises(NotFoundError):
         async for _ in bob.runs.stream(thread_id, "echo", input={"text": "intrude"}):
             pass
@@ -350,6 +360,13 @@ async def test_assistants_are_isolated(alice: LangGraphClient, bob: LangGraphCli
     await assert_not_found(bob.assistants.get_versions(assistant_id))
     await assert_not_found(bob.assistants.update(assistant_id, name="stolen"))
     await assert_not_found(bob.assistants.set_latest(assistant_id, 1))
+
+    # nor run it (a graph's system assistant stays open to all, as on the Platform)
+    thread_id = (await bob.threads.create())["thread_id"]
+    await assert_not_found(bob.runs.create(thread_id, assistant_id, input={"text": "x"}))
+    await assert_not_found(bob.crons.create(assistant_id, schedule="0 0 1 1 *"))
+    assert await bob.runs.list(thread_id) == []
+    assert await alice.runs.wait(None, assistant_id, input={"text": "mine"}) == {"text": "MINE"}
 
     updated = await alice.assistants.update(assistant_id, name=f"{name}-2")
     assert updated["name"] == f"{name}-2"

@@ -41,8 +41,9 @@ def cron_to_dict(cron: admission_pb2.Cron) -> dict[str, Any]:
 async def _authorized_create(
     request: Request, body: CronCreate, thread_id: str = ""
 ) -> admission_pb2.CreateCronRequest:
-    """The project's `crons.create` handler sees the cron (and, for a thread's cron,
-    `threads.read` the thread, as on LangGraph Platform); its stamp is stored."""
+    """The project's `crons.create` handler sees the cron (its assistant goes through
+    `assistants.read`, and a thread's cron's thread through `threads.read`, as on
+    LangGraph Platform); its stamp is stored."""
     value = {
         "payload": body.kwargs(),
         "schedule": body.schedule,
@@ -53,6 +54,7 @@ async def _authorized_create(
         "metadata": dict(body.metadata or {}),
     }
     await authorize(request, "crons", "create", value)
+    await authorize(request, "assistants", "read", {"assistant_id": body.assistant_id})
     if thread_id:
         await authorize(request, "threads", "read", {"thread_id": thread_id})
     stamped = body.model_copy(update={"metadata": stamped_metadata(value)})

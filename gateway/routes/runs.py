@@ -71,7 +71,9 @@ async def start_run(
 
 async def authorized_run(request: Request, thread_id: str, body: RunCreate) -> Any:
     """The project's `threads.create_run` handler sees the run (LangGraph's
-    `RunsCreate`); the metadata it stamps is the run's (and so its thread's)."""
+    `RunsCreate`); the metadata it stamps is the run's (and so its thread's). Its
+    `assistants.read` handler's filter applies to the run's assistant, unless that
+    is a graph's system assistant (admission checks), as on LangGraph Platform."""
     value = {
         "thread_id": thread_id,
         "assistant_id": body.assistant_id,
@@ -84,6 +86,7 @@ async def authorized_run(request: Request, thread_id: str, body: RunCreate) -> A
         "after_seconds": body.after_seconds or 0,
         "kwargs": body.kwargs(),
     }
+    await authorize(request, "assistants", "read", {"assistant_id": body.assistant_id})
     if await authorize(request, "threads", "create_run", value) is None and value["metadata"] == (
         body.metadata or {}
     ):

@@ -175,14 +175,23 @@ class AssistantCatalog:
             return None  # an assistant of a graph this server does not serve is hidden
         return found
 
-    async def resolve_for_run(self, assistant_id: str) -> AssistantRecord:
+    async def resolve_for_run(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
+        """The run's assistant. The project's auth filter applies to assistants users
+        made, not to the graphs' system assistants (as on LangGraph Platform)."""
         found = await self.find(assistant_id)
+        if found is not None and await self._hidden_from_runs(found, auth):
+            raise not_found(f"Assistant {assistant_id} not found.")
         if found is None:
             raise invalid(
                 f"assistant_id '{assistant_id}' names no assistant or graph; "
                 f"known graphs: {self._known_graphs()}."
             )
         return found
+
+    async def _hidden_from_runs(self, found: AssistantRecord, auth: Filter) -> bool:
+        if not auth or found.assistant_id in self.system:
+            return False
+        return not await self.store.passes(found.assistant_id, auth)
 
     async def get(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
         """The assistant, if it exists and passes the project's auth filter."""

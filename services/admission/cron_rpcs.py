@@ -15,7 +15,14 @@ from typing import Any
 from waybill.common import codec
 from waybill.common.errors import forbidden, invalid
 from waybill.common.grpc_server import translate_errors
-from waybill.common.identity import LOCAL_USER, Principal, auth_filter, caller_of, owner_filter
+from waybill.common.identity import (
+    LOCAL_USER,
+    Principal,
+    auth_filter,
+    auth_filters,
+    caller_of,
+    owner_filter,
+)
 from waybill.services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
 from waybill.services.admission.crons import (
     ON_RUN_COMPLETED,
@@ -85,7 +92,7 @@ class CronRpcs:
         self,
         request: admission_pb2.StartRunRequest,
         caller: Principal | None,
-        auth: dict[str, Any] | None = None,
+        filters: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[RunRecord, str | None]:
         raise NotImplementedError  # the servicer's
 
@@ -94,12 +101,12 @@ class CronRpcs:
 
     async def _checked(self, cron: CronRecord, caller: Principal | None, context: Any) -> None:
         """Every StartRun rule on the payload, for the caller (and the project's auth
-        filter on its thread); fixes the assistant's id."""
+        filters on its thread and assistant); fixes the assistant's id."""
         if caller is not None and not caller.allows("runs:create"):
             # A cron starts runs in its owner's name: no more than the owner may.
             raise forbidden("A cron starts runs: this API key lacks the 'runs:create' scope.")
         _no_sealed_secrets(cron.kwargs)
-        run, _ = await self._checked_run(_probe(cron), caller, auth_filter(context, "threads"))
+        run, _ = await self._checked_run(_probe(cron), caller, auth_filters(context))
         cron.assistant_id = run.assistant_id
 
     @translate_errors

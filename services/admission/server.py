@@ -19,6 +19,7 @@ from waybill.common.identity import (
     Principal,
     acting_user,
     auth_filter,
+    auth_filters,
     caller_of,
     owner_filter,
 )
@@ -201,25 +202,28 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
-        return await self.start_run_as(request, caller_of(context), _threads_filter(context))
+        return await self.start_run_as(request, caller_of(context), auth_filters(context))
 
     async def start_run_as(
         self,
         request: admission_pb2.StartRunRequest,
         caller: Principal | None,
-        auth: dict[str, Any] | None = None,
+        filters: dict[str, dict[str, Any]] | None = None,
     ) -> common_pb2.Run:
         """StartRun's whole path (idempotency, every rule, the admit) for `caller`:
-        an HTTP request's principal, or a cron's owner when it fires."""
+        an HTTP request's principal, or a cron's owner when it fires. `filters`:
+        the project's auth filters by resource (on the thread, the assistant)."""
         user = caller.user_id if caller else LOCAL_USER.user_id
         key = key_for(request, user, self.settings.idempotency_seconds)
         if key is not None:  # a retry gets the run it created, and nothing starts
             found = await self.store.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
-        run, owner = await self._checked_run(request, caller, auth)
+        run, owner = await self._checked_run(request, caller, filters)
         try:
-            await self._admit(run, request.if_not_exists, owner, key, auth)
+            await self._admit(
+                run, request.if_not_exists, owner, key, (filters or {}).get("threads")
+            )
         except IntegrityError as error:
             found = await self.store.keyed_run(key) if key else None
             if key is not None and found is not None:
@@ -233,31 +237,36 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
         # Every request is checked before any run is stored: a bad one writes nothing.
-        caller, auth = caller_of(context), _threads_filter(context)
+        caller, filters = caller_of(context), auth_filters(context)
         checked = []
         for index, one in enumerate(request.runs):
             try:
-                checked.append((await self._checked_run(one, caller, auth), one))
+                checked.append((await self._checked_run(one, caller, filters), one))
             except ServiceError as error:
                 raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
         for (run, owner), one in checked:
-            await self._admit(run, one.if_not_exists, owner, None, auth)
+            await self._admit(run, one.if_not_exists, owner, None, filters.get("threads"))
         return admission_pb2.StartRunsResponse(runs=[run.to_proto() for (run, _), _ in checked])
 
     async def _checked_run(
         self,
         request: admission_pb2.StartRunRequest,
         caller: Principal | None,
-        auth: dict[str, Any] | None = None,
+        filters: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[RunRecord, str | None]:
         """Every rule of `policy.py`, in its order; nothing is written.
         Returns the run to store and the owner its caller is confined to."""
         owner = caller.owner_filter if caller else None
-        assistant = await self.assistants.resolve_for_run(request.assistant_id)
+        filters = filters or {}
+        assistant = await self.assistants.resolve_for_run(
+            request.assistant_id, filters.get("assistants")
+        )
         run = build_run(request, assistant, self.allowed_models, caller)  # checks 1-4
         await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
         if_not_exists = request.if_not_exists or "reject"
-        thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists, auth)  # 5
+        thread = await self.store.thread_for_run(
+            run.thread_id, owner, if_not_exists, filters.get("threads")
+        )  # 5
         owner_id = thread.owner_id if thread else run.owner_id
         run.kwargs = admitted_kwargs(  # check 6
             run.kwargs,
