@@ -24,6 +24,7 @@ from tests.stacks import stack_in_mode
 from waybill.common.launch import Stack
 
 ADMIN_KEY = "operator-key-0000"
+OPERATOR = {"x-api-key": ADMIN_KEY}
 
 AUTH_PY = """
 from langgraph_sdk import Auth
@@ -75,7 +76,11 @@ async def no_deletes(ctx: Auth.types.AuthContext, value: dict):
 
 @auth.on.store()
 async def own_namespace(ctx: Auth.types.AuthContext, value: dict):
-    value["namespace"] = (ctx.user.identity, *(value.get("namespace") or ()))
+    namespace = tuple(value.get("namespace") or ())
+    if namespace[:1] == ("limited",):
+        raise Auth.exceptions.HTTPException(status_code=429, detail="Slow down")
+    assert namespace[:1] != ("forbidden",), "Not your namespace"
+    value["namespace"] = (ctx.user.identity, *namespace)
 """
 
 ECHO_PY = """
@@ -428,3 +433,22 @@ async def test_the_store_is_scoped_by_the_store_handler(
     await bob.store.delete_item(namespace, "plan")
     await assert_not_found(bob.store.get_item(namespace, "plan"))
     assert (await alice.store.get_item(namespace, "plan"))["value"] == {"text": "alice's"}
+
+
+async def test_a_handler_s_refusals_answer_their_status(
+    http: httpx.AsyncClient, alice: LangGraphClient
+) -> None:
+    item = {"key": "k", "value": {"v": 1}}
+    limited = await http.put(
+        "/store/items", json={**item, "namespace": ["limited"]}, headers=bearer("alice-token")
+    )
+    assert (limited.status_code, limited.json()["detail"]) == (429, "Slow down")
+    forbidden = await http.put(
+        "/store/items", json={**item, "namespace": ["forbidden"]}, headers=bearer("alice-token")
+    )
+    assert (forbidden.status_code, forbidden.json()["detail"]) == (403, "Not your namespace")
+    for namespace in (["limited"], ["forbidden"], ["alice", "limited"]):  # nothing written
+        found = await http.post(
+            "/store/items/search", json={"namespace_prefix": namespace}, headers=OPERATOR
+        )
+        assert found.json()["items"] == []
