@@ -87,6 +87,7 @@ ECHO_PY = """
 import asyncio
 
 from typing_extensions import TypedDict
+from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 
 
@@ -97,6 +98,8 @@ class State(TypedDict):
 async def shout(state: State) -> dict:
     if state["text"].startswith("slow"):
         await asyncio.sleep(30)
+    if state["text"].startswith("remember"):
+        await get_store().aput(("remembered",), state["text"], {"by": "graph"})
     return {"text": state["text"].upper()}
 
 
@@ -452,3 +455,17 @@ async def test_a_handler_s_refusals_answer_their_status(
             "/store/items/search", json={"namespace_prefix": namespace}, headers=OPERATOR
         )
         assert found.json()["items"] == []
+
+
+async def test_a_graph_sees_the_store_as_on_the_platform(
+    alice: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    # No per-user prefix with the project's auth: what a graph writes at
+    # ("remembered",) is there, where an operator (no handler) reads it.
+    text = f"remember-{uuid.uuid4().hex}"
+    assert await alice.runs.wait(None, "echo", input={"text": text}) == {"text": text.upper()}
+    found = await http.get(
+        "/store/items", params={"namespace": "remembered", "key": text}, headers=OPERATOR
+    )
+    assert found.status_code == 200
+    assert found.json()["value"] == {"by": "graph"}

@@ -92,12 +92,13 @@ async def create_assistant(body: AssistantCreate, request: Request) -> dict[str,
 async def search_assistants(
     body: AssistantSearch, request: Request, response: Response
 ) -> list[dict[str, Any]]:
-    await authorize(request, "assistants", "search", _search_value(body))
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "assistants", "search", searched)
     reply = await call(
         peers_of(request).admission.SearchAssistants(
             admission_pb2.SearchAssistantsRequest(
                 graph_id=body.graph_id or "",
-                metadata_json=_json(body.metadata),
+                metadata_json=_json(stamped_metadata(searched)),
                 name=body.name or "",
                 limit=body.limit,
                 offset=body.offset,
@@ -121,12 +122,13 @@ async def search_assistants(
 
 @router.post("/assistants/count")
 async def count_assistants(body: AssistantCount, request: Request) -> int:
-    await authorize(request, "assistants", "search", _search_value(body))
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "assistants", "search", searched)
     reply = await call(
         peers_of(request).admission.CountAssistants(
             admission_pb2.CountAssistantsRequest(
                 graph_id=body.graph_id or "",
-                metadata_json=_json(body.metadata),
+                metadata_json=_json(stamped_metadata(searched)),
                 name=body.name or "",
             )
         )

@@ -94,14 +94,15 @@ async def create_thread_cron(thread_id: UUID, body: CronCreate, request: Request
 
 @router.post("/runs/crons/search")
 async def search_crons(body: CronSearch, request: Request) -> list[dict[str, Any]]:
-    await authorize(request, "crons", "search", _search_value(body))
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "crons", "search", searched)
     reply = await call(
         peers_of(request).admission.SearchCrons(
             admission_pb2.SearchCronsRequest(
                 assistant_id=body.assistant_id or "",
                 thread_id=str(body.thread_id or ""),
                 enabled=body.enabled,
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
                 limit=body.limit,
                 offset=body.offset,
                 sort_by=body.sort_by or "",
@@ -117,13 +118,14 @@ async def search_crons(body: CronSearch, request: Request) -> list[dict[str, Any
 
 @router.post("/runs/crons/count")
 async def count_crons(body: CronCount, request: Request) -> int:
-    await authorize(request, "crons", "search", _search_value(body))
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "crons", "search", searched)
     reply = await call(
         peers_of(request).admission.CountCrons(
             admission_pb2.SearchCronsRequest(
                 assistant_id=body.assistant_id or "",
                 thread_id=str(body.thread_id or ""),
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
             )
         )
     )

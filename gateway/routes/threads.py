@@ -47,11 +47,12 @@ async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
 
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str, Any]]:
-    await authorize(request, "threads", "search", _search_value(body))
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "threads", "search", searched)
     reply = await call(
         peers_of(request).admission.SearchThreads(
             admission_pb2.SearchThreadsRequest(
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
                 values_json=codec.dumps(body.values or {}),
                 status=body.status or "",
                 ids=[str(thread_id) for thread_id in body.ids or []],
@@ -67,11 +68,12 @@ async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str,
 
 @router.post("/threads/count")
 async def count_threads(body: ThreadCount, request: Request) -> int:
-    await authorize(request, "threads", "search", _search_value(body))
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "threads", "search", searched)
     reply = await call(
         peers_of(request).admission.CountThreads(
             admission_pb2.CountThreadsRequest(
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
                 values_json=codec.dumps(body.values or {}),
                 status=body.status or "",
             )
