@@ -1,6 +1,9 @@
 """`waybill`: the command line.
 
     waybill up                      the embedded default (what `make run` starts)
+    waybill dev                     the same, restarted when the project's files change
+    waybill dockerfile PATH         write a Dockerfile for the project (from the Waybill image)
+    waybill build -t TAG            build the project's image with docker
     waybill migrate                 bring every service's schema to this build's head
     waybill runs ls [--thread T]    runs, newest first
     waybill runs show T R           one run, as JSON
@@ -20,10 +23,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from waybill.cli.api import CommandFailed, Gateway
 from waybill.cli.doctor import run_doctor
+from waybill.cli.image import add_image_commands
 from waybill.cli.tail import Progress, follow
 from waybill.common.settings import Settings
 
@@ -44,7 +49,23 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--url", help="the gateway (default: WAYBILL_URL or WAYBILL_HTTP_HOST:PORT)")
     top.add_argument("--api-key", help="API key (default: WAYBILL_API_KEY)")
     commands = top.add_subparsers(dest="command", required=True, metavar="command")
-    commands.add_parser("up", help="start the embedded default, every service as a local process")
+    up = commands.add_parser(
+        "up", help="start the embedded default, every service as a local process"
+    )
+    add_project_options(up)
+    dev = commands.add_parser(
+        "dev", help="the embedded default, restarted when a file of the project changes"
+    )
+    add_project_options(dev)
+    dev.add_argument(
+        "--debounce",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="changes closer together than this restart once (default 0.5)",
+    )
+    dev.add_argument("--no-reload", action="store_true", help="do not watch: as `waybill up`")
+    add_image_commands(commands)
     migrate = commands.add_parser(
         "migrate", help="bring every service's schema to this build's head"
     )
@@ -81,6 +102,25 @@ def parser() -> argparse.ArgumentParser:
     tls.add_argument("--limit", type=int, default=20)
     tls.add_argument("--json", action="store_true", help="print JSON")
     return top
+
+
+def add_project_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--config", help="the project's langgraph.json (sets WAYBILL_GRAPHS)", type=Path
+    )
+    command.add_argument("--port", type=int, help="the gateway's port (WAYBILL_HTTP_PORT)")
+    command.add_argument("--host", help="the gateway's address (WAYBILL_HTTP_HOST)")
+
+
+def apply_project_options(args: argparse.Namespace, default_config: Path | None) -> None:
+    """`--config`, `--port`, `--host` become the settings every service reads."""
+    config = args.config or default_config
+    if config is not None:
+        os.environ["WAYBILL_GRAPHS"] = str(config.resolve())
+    if args.port is not None:
+        os.environ["WAYBILL_HTTP_PORT"] = str(args.port)
+    if args.host:
+        os.environ["WAYBILL_HTTP_HOST"] = args.host
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -159,13 +199,33 @@ def threads_command(gateway: Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+def start_stack(args: argparse.Namespace) -> int:
+    # `dev` serves ./langgraph.json by default, as `langgraph dev` does.
+    here = Path("langgraph.json")
+    default = (
+        here
+        if args.command == "dev" and here.is_file() and not os.environ.get("WAYBILL_GRAPHS")
+        else None
+    )
+    apply_project_options(args, default)
+    if args.command == "dev" and not args.no_reload:
+        from waybill.cli.dev import main as dev
+
+        return dev(args.debounce)
+    from waybill.common.launch import main as launch
+
+    launch()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.command == "up":
-        from waybill.common.launch import main as launch
+    if args.command in ("up", "dev"):
+        return start_stack(args)
+    if args.command in ("dockerfile", "build"):
+        from waybill.cli.image import run_image_command
 
-        launch()
-        return 0
+        return run_image_command(args)
     if args.command == "migrate":
         from waybill.common.migrate import main as migrate
 

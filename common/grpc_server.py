@@ -22,6 +22,7 @@ from waybill.common import logs, tracing
 from waybill.common.errors import ServiceError
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.metrics import serve_metrics
+from waybill.common.project import ProjectError
 from waybill.common.schema import SchemaMismatch
 from waybill.common.settings import get_settings
 
@@ -31,6 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The exit status of a service that refused to start on a schema it does not run on.
 SCHEMA_EXIT_CODE = 3
+PROJECT_EXIT_CODE = 4  # the project's langgraph.json cannot be served
 
 
 # A peer this call needed could not be reached (not started yet, restarting, down):
@@ -131,9 +133,13 @@ async def serve(
 
 def run_service(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run a service's `main` on uvloop: the same asyncio, with a faster event loop.
-    A service whose schema is not this build's exits with status 3 and says why."""
+    A service whose schema is not this build's exits with status 3 and says why; one
+    whose project (`WAYBILL_GRAPHS`) cannot be served, with status 4."""
     try:
         uvloop.run(main())
     except SchemaMismatch as mismatch:
         log.error("refusing to start: %s", mismatch)
         sys.exit(SCHEMA_EXIT_CODE)
+    except ProjectError as error:  # the langgraph.json (WAYBILL_GRAPHS) cannot be served
+        log.error("refusing to start: %s", error)
+        sys.exit(PROJECT_EXIT_CODE)

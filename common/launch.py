@@ -136,7 +136,18 @@ class Stack:
 
     def raise_if_dead(self) -> None:
         for name, code in self.dead():
-            raise RuntimeError(f"{name} exited with code {code}")
+            raise RuntimeError(f"{name} exited with code {code}{self._last_words(name)}")
+
+    def _last_words(self, name: str) -> str:
+        """The last line a dead process logged (its reason for refusing to start)."""
+        if not self.log_dir:
+            return ""  # its output went to the terminal
+        try:
+            with open(os.path.join(self.log_dir, f"{name}.log"), "rb") as output:
+                lines = output.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f": {lines[-1]}" if lines else ""
 
     def stop(self, timeout: float = 15.0) -> None:
         for process in reversed(list(self.processes.values())):

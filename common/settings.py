@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from waybill.common.project import Project
+from waybill.common.project import GraphSpec, Project, ProjectError
 from waybill.common.usage import Price
 
 BUILTIN_GRAPHS = {"lead_agent": "waybill.services.runner.lead_agent:build_lead_agent"}
@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     db_pool_size: int = 5
     db_max_overflow: int = 10
     graphs: Path | None = None  # a langgraph.json whose `graphs` section is served
+    builtin_graphs: bool = True  # false: only the project's graphs (no lead_agent)
     config: Path | None = None  # the YAML file (models, …)
     cors_origins: str = "*"
     # Auth is on when either is set or the YAML config lists `auth.principals`.
@@ -280,16 +281,19 @@ class Settings(BaseSettings):
             self._project = Project.load(self.graphs)
         return self._project
 
-    def graph_specs(self) -> dict[str, str]:
-        """graph id -> "path/to/file.py:attribute" (or "module:attribute")."""
-        specs = dict(BUILTIN_GRAPHS)
+    def graph_specs(self) -> dict[str, GraphSpec]:
+        """graph id -> where it is ("path/to/file.py:attribute" or "module:attribute")
+        and its description: the built-in graphs (unless turned off), then the project's."""
+        specs = {}
+        if self.builtin_graphs:
+            specs = {graph_id: GraphSpec(target) for graph_id, target in BUILTIN_GRAPHS.items()}
         project = self.project()
         if project is not None:
-            for graph_id, target in (project.section("graphs") or {}).items():
-                location = project.resolve(str(target))
-                if ":" not in location:
-                    location += ":graph"
-                specs[graph_id] = location
+            specs.update(project.graphs())
+        if not specs:
+            raise ProjectError(
+                "no graphs to serve: WAYBILL_BUILTIN_GRAPHS is off and no WAYBILL_GRAPHS"
+            )
         return specs
 
 

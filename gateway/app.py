@@ -14,7 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.settings import Settings, get_settings
 from waybill.common.tracing import start_tracing
-from waybill.gateway import observability
+from waybill.gateway import observability, project_http
 from waybill.gateway.auth import KeyRing, authorize, platform_signed
 from waybill.gateway.errors import validation_error
 from waybill.gateway.peers import Peers
@@ -37,9 +37,12 @@ log = logging.getLogger("waybill.gateway")
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # The project's `http` section: read (and its app imported) before anything starts.
+    http = project_http.http_config(settings.project())
+    user_app = project_http.open_project_app(settings.project(), http)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
         app.state.settings = settings
         app.state.keyring = KeyRing.from_settings(settings)
         app.state.project_auth = ProjectAuth.from_project(settings.project())
@@ -53,22 +56,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.peers = Peers.connect(settings)
         app.state.background = set()  # clean-ups that outlive their request
         freeze_startup_objects()
-        yield
+        async with project_http.user_lifespan(user_app) as state:
+            yield state  # the project's app's lifespan state, if any
         await app.state.peers.close()
 
     start_tracing("gateway")  # before the peers' channels are made
     app = FastAPI(title="Waybill", version=VERSION, lifespan=lifespan)
     observability.install(app)
     app.add_exception_handler(RequestValidationError, validation_error)
-    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=origins,
-        allow_methods=["*"],
-        allow_headers=["*"],
-        # X-Pagination-*: LangGraph Platform's paging of searches (the SDK reads Next).
-        expose_headers=["Content-Location", "Location", "X-Pagination-Next", "X-Pagination-Total"],
-    )
+    app.add_middleware(CORSMiddleware, **project_http.cors_options(http, settings.cors_origins))
 
     @app.get("/ok")
     async def ok() -> dict[str, bool]:
@@ -97,6 +93,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router, dependencies=guarded)
     # Chat platforms authenticate with their own signatures, checked by the service.
     app.include_router(channels.router, dependencies=[Depends(platform_signed)])
+    project_http.apply(app, user_app, http)
+    app.state.http = http  # the server serves it under `http.mount_prefix`
     return app
 
 

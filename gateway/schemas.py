@@ -77,8 +77,8 @@ class StoreItemPut(Envelope):
     namespace: list[Label] = Field(min_length=1)
     key: str = Field(min_length=1)
     value: dict[str, Any]
-    index: Any = None
-    ttl: float | None = None
+    index: Literal[False] | list[str] | None = None
+    ttl: float | None = Field(default=None, gt=0)
 
 
 class StoreItemDelete(Envelope):
@@ -92,13 +92,7 @@ class StoreSearch(Envelope):
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
     query: str | None = None
-
-    @field_validator("query")
-    @classmethod
-    def _no_semantic_search_yet(cls, value: str | None) -> str | None:
-        if value:
-            raise ValueError("semantic search (query) needs an embedding index: not configured")
-        return value
+    refresh_ttl: bool | None = None
 
 
 class StoreNamespaces(Envelope):

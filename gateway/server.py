@@ -7,8 +7,10 @@ import signal
 import uvicorn
 
 from waybill.common.logs import configure_logging
+from waybill.common.project import ProjectError
 from waybill.common.settings import get_settings
 from waybill.gateway.app import create_app
+from waybill.gateway.project_http import served
 
 
 def main() -> None:
@@ -17,8 +19,12 @@ def main() -> None:
     # uvicorn drains on SIGTERM, then re-raises the signal to the handler that was
     # installed before it; a no-op one lets a clean drain exit with status 0.
     signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        app = create_app(settings)
+    except ProjectError as error:  # the project cannot be served: say why, do not start
+        raise SystemExit(f"gateway: {error}") from None
     uvicorn.run(
-        create_app(settings),
+        served(app, app.state.http),
         host=settings.http_host,
         port=settings.http_port,
         log_level="info",

@@ -1,4 +1,6 @@
-"""A tiny OpenAI-compatible server for tests: `POST /v1/chat/completions`.
+"""A tiny OpenAI-compatible server for tests: `POST /v1/chat/completions` and
+`POST /v1/embeddings` (a bag of words hashed into `EMBEDDING_DIMS` counts, so that
+texts sharing words are similar; as floats or base64 float32, as asked).
 
 It answers "Hello from the stub: <last user message>", one word per token,
 streamed (SSE, with the usage chunk when asked) or not, and records every
@@ -16,8 +18,12 @@ set `cached_tokens` to report that many prompt tokens as cache reads.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -30,6 +36,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 MODEL_FALLBACK = "gpt-stub"
+EMBEDDING_DIMS = 256
+
+
+def bag_of_words(text: str, dims: int = EMBEDDING_DIMS) -> list[float]:
+    vector = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()):  # JSON's quotes and braces are not words
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dims] += 1.0
+    return vector
 
 
 def text_of(content: Any) -> str:
@@ -91,11 +105,27 @@ class OpenAIStub:
         self.cached_tokens = 0
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.chat_completions)
+        self.app.post("/v1/embeddings")(self.embeddings)
+        self.embedded: list[str] = []  # every text it was asked to embed
         self.port = 0
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    async def embeddings(self, request: Request) -> Any:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        self.embedded.extend(texts)
+        data = []
+        for n, text in enumerate(texts):
+            vector = bag_of_words(text)
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": n, "embedding": encoded})
+        usage = {"prompt_tokens": 0, "total_tokens": 0}
+        return {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
 
     async def chat_completions(self, request: Request) -> Any:
         body = await request.json()

@@ -114,7 +114,7 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
     for service in ("admission", "runner", "journal", "delivery"):
         scaled.replicas[service] = Replica(
             service,
-            f"services.{service}.server",
+            f"waybill.services.{service}.server",
             {},
             _metrics_url(env, service),
             stack.address_of(service),
@@ -131,7 +131,7 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
         ("admission-2", "admission", admission_2),
         ("runner-2", "runner", runner_env),
     ):
-        module = f"services.{service}.server"
+        module = f"waybill.services.{service}.server"
         address = extra[f"WAYBILL_{service.upper()}_ADDR"]
         scaled.replicas[name] = Replica(name, module, extra, _metrics_url(extra, service), address)
         scaled.restart(name)

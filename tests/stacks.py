@@ -196,7 +196,7 @@ def start_second(stack: Stack, service: str, name: str | None = None) -> str:
     """A second replica of `service` beside the stack's own; returns its gRPC address."""
     address = f"127.0.0.1:{free_port()}"
     name = name or f"{service}-2"
-    stack.start_one(name, f"services.{service}.server", replica_env(service, address))
+    stack.start_one(name, f"waybill.services.{service}.server", replica_env(service, address))
     wait_until(lambda: grpc_serving(address), f"{name} serving")
     return address
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
+from waybill.gateway.project_http import without_webhook
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch
 from waybill.v1 import admission_pb2
@@ -58,10 +59,12 @@ async def _authorized_create(
     if thread_id:
         await authorize(request, "threads", "read", {"thread_id": thread_id})
     stamped = body.model_copy(update={"metadata": stamped_metadata(value)})
-    return _create_request(stamped, thread_id)
+    return _create_request(stamped, request, thread_id)
 
 
-def _create_request(body: CronCreate, thread_id: str = "") -> admission_pb2.CreateCronRequest:
+def _create_request(
+    body: CronCreate, request: Request, thread_id: str = ""
+) -> admission_pb2.CreateCronRequest:
     return admission_pb2.CreateCronRequest(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
@@ -70,7 +73,7 @@ def _create_request(body: CronCreate, thread_id: str = "") -> admission_pb2.Crea
         end_time=codec.iso(body.end_time),
         enabled=body.enabled,
         on_run_completed=body.on_run_completed or "",
-        kwargs_json=codec.dumps(body.kwargs()),
+        kwargs_json=codec.dumps(without_webhook(body.kwargs(), request.app.state.http)),
         metadata_json=codec.dumps(body.metadata or {}),
         multitask_strategy=codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"],
     )
@@ -148,13 +151,14 @@ async def update_cron(cron_id: UUID, body: CronPatch, request: Request) -> dict[
     await authorize(request, "crons", "update", value)
     if body.metadata is not None:  # a stamp is stored with the metadata the patch sets
         body = body.model_copy(update={"metadata": stamped_metadata(value)})
+    kwargs = without_webhook(body.kwargs(), request.app.state.http)
     patch = admission_pb2.PatchCronRequest(
         cron_id=str(cron_id),
         schedule=body.schedule,
         timezone=body.timezone,
         enabled=body.enabled,
         on_run_completed=body.on_run_completed,
-        kwargs_json=codec.dumps(body.kwargs()) if body.kwargs() else b"",
+        kwargs_json=codec.dumps(kwargs) if kwargs else b"",
         metadata_json=codec.dumps(body.metadata) if body.metadata is not None else b"",
     )
     if "end_time" in given:  # null clears the end; absent leaves it

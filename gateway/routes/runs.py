@@ -19,6 +19,7 @@ from waybill.common.tracing import run_span
 from waybill.gateway.observability import observed_stream
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
+from waybill.gateway.project_http import shape_run
 from waybill.gateway.routes.threads import forget_runs, peers_of, remove_thread
 from waybill.gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
 from waybill.gateway.streams import (
@@ -48,11 +49,14 @@ def idempotency_key(request: Request) -> str:
     return request.headers.get("idempotency-key", "").strip()
 
 
-def run_request(thread_id: str, body: RunCreate, key: str = "") -> admission_pb2.StartRunRequest:
+def run_request(
+    thread_id: str, body: RunCreate, request: Request, key: str = ""
+) -> admission_pb2.StartRunRequest:
+    kwargs = shape_run(body.kwargs(), request.headers, request.app.state.http)
     return admission_pb2.StartRunRequest(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
-        kwargs_json=codec.dumps(body.kwargs()),
+        kwargs_json=codec.dumps(kwargs),
         metadata_json=codec.dumps(body.metadata or {}),
         multitask_strategy=codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"],
         if_not_exists=body.if_not_exists,
@@ -65,7 +69,7 @@ async def start_run(
     peers: Peers, thread_id: str, body: RunCreate, request: Request
 ) -> common_pb2.Run:
     body = await authorized_run(request, thread_id, body)
-    request_message = run_request(thread_id, body, idempotency_key(request))
+    request_message = run_request(thread_id, body, request, idempotency_key(request))
     return await call(peers.admission.StartRun(request_message))
 
 
@@ -299,9 +303,11 @@ def _cancel_value(
 # ---- stateless runs: a temporary thread per run ---------------------------------
 
 
-def stateless_request(body: RunCreate, thread_id: str) -> admission_pb2.StartRunRequest:
+def stateless_request(
+    body: RunCreate, thread_id: str, request: Request
+) -> admission_pb2.StartRunRequest:
     stateless = body.model_copy(update={"if_not_exists": "create"})
-    return run_request(thread_id, stateless)
+    return run_request(thread_id, stateless, request)
 
 
 async def start_stateless_run(peers: Peers, body: RunCreate, request: Request) -> common_pb2.Run:
@@ -370,10 +376,10 @@ async def authorized_batch_run(request: Request, one: BatchRunCreate) -> BatchRu
     return authorized
 
 
-def batch_request(one: BatchRunCreate) -> admission_pb2.StartRunRequest:
+def batch_request(one: BatchRunCreate, request: Request) -> admission_pb2.StartRunRequest:
     if one.thread_id is None:
-        return stateless_request(one, str(uuid.uuid4()))
-    return run_request(str(one.thread_id), one)
+        return stateless_request(one, str(uuid.uuid4()), request)
+    return run_request(str(one.thread_id), one, request)
 
 
 @router.post("/runs/batch")
@@ -386,7 +392,7 @@ async def create_stateless_runs(
         return []
     peers = peers_of(request)
     body = [await authorized_batch_run(request, one) for one in body]
-    batch = admission_pb2.StartRunsRequest(runs=[batch_request(one) for one in body])
+    batch = admission_pb2.StartRunsRequest(runs=[batch_request(one, request) for one in body])
     reply = await call(peers.admission.StartRuns(batch))
     for run, one in zip(reply.runs, body, strict=True):
         if one.thread_id is None:

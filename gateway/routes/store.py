@@ -47,20 +47,24 @@ def _labels(namespace: Any, optional: bool = False) -> list[str]:
 
 @router.put("/store/items", status_code=204)
 async def put_item(body: StoreItemPut, request: Request) -> Response:
-    if body.index not in (None, False):
-        raise HTTPException(
-            422, "index: semantic indexing is not configured; omit it or send false"
-        )
     value, _ = await _authorized(
         request,
         "put",
-        {"namespace": tuple(body.namespace), "key": body.key, "value": body.value, "index": None},
+        {
+            "namespace": tuple(body.namespace),
+            "key": body.key,
+            "value": body.value,
+            "index": body.index,
+            "ttl": body.ttl,
+        },
     )
     await call(
         peers_of(request).runner.StorePut(
             runner_pb2.StorePutRequest(
                 item=runner_pb2.StoreKey(namespace=value["namespace"], key=value["key"]),
                 value_json=codec.dumps(value["value"]),
+                index_json=b"" if value["index"] is None else codec.dumps(value["index"]),
+                ttl_minutes=value["ttl"],
             )
         )
     )
@@ -68,16 +72,17 @@ async def put_item(body: StoreItemPut, request: Request) -> Response:
 
 
 @router.get("/store/items")
-async def get_item(namespace: str, key: str, request: Request) -> Response:
+async def get_item(
+    namespace: str, key: str, request: Request, refresh_ttl: bool | None = None
+) -> Response:
     labels = tuple(label for label in namespace.split(".") if label)
-    value, _ = await _authorized(request, "get", {"namespace": labels, "key": key})
-    return _json(
-        await call(
-            peers_of(request).runner.StoreGet(
-                runner_pb2.StoreKey(namespace=value["namespace"], key=value["key"])
-            )
-        )
+    value, _ = await _authorized(
+        request, "get", {"namespace": labels, "key": key, "refresh_ttl": refresh_ttl}
     )
+    item = runner_pb2.StoreKey(
+        namespace=value["namespace"], key=value["key"], refresh_ttl=value["refresh_ttl"]
+    )
+    return _json(await call(peers_of(request).runner.StoreGet(item)))
 
 
 @router.delete("/store/items", status_code=204)
@@ -104,6 +109,7 @@ async def search_items(body: StoreSearch, request: Request) -> Response:
             "limit": body.limit,
             "offset": body.offset,
             "query": body.query,
+            "refresh_ttl": body.refresh_ttl,
         },
     )
     # The handler's filter narrows the search: on a shared key it wins.
@@ -116,6 +122,8 @@ async def search_items(body: StoreSearch, request: Request) -> Response:
                     filter_json=codec.dumps(wanted) if wanted else b"",
                     limit=value["limit"],
                     offset=value["offset"],
+                    query=value["query"] or "",
+                    refresh_ttl=value["refresh_ttl"],
                 )
             )
         )

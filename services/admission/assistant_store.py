@@ -122,20 +122,25 @@ class AssistantStore:
     # ---- writes ------------------------------------------------------------------
 
     async def ensure(self, records: list[AssistantRecord]) -> None:
-        """Insert these assistants (at their one version) where their id is free.
-        Start-up uses it for the system assistants; replicas may race, harmlessly."""
+        """Insert these assistants (at their one version), or bring an existing row's
+        description up to date (a project's `langgraph.json` may have changed it, and
+        LangGraph Platform syncs it too). Start-up uses it for the system assistants;
+        replicas may race, harmlessly."""
         dialect_insert = postgresql.insert if self.is_postgres else sqlite.insert
         async with self._writing() as conn:
             for record in records:
+                described = {"description": record.description}
                 await conn.execute(
                     dialect_insert(assistants)
                     .values(**_assistant_values(record))
-                    .on_conflict_do_nothing(index_elements=["assistant_id"])
+                    .on_conflict_do_update(index_elements=["assistant_id"], set_=described)
                 )
                 await conn.execute(
                     dialect_insert(assistant_versions)
                     .values(**_version_values(record, record.created_at))
-                    .on_conflict_do_nothing(index_elements=["assistant_id", "version"])
+                    .on_conflict_do_update(
+                        index_elements=["assistant_id", "version"], set_=described
+                    )
                 )
 
     async def create(self, record: AssistantRecord, if_exists: str) -> AssistantRecord:

@@ -42,12 +42,13 @@ def read_only(assistant: AssistantRecord) -> ServiceError:
     )
 
 
-def system_assistant(graph_id: str) -> AssistantRecord:
+def system_assistant(graph_id: str, description: str | None = None) -> AssistantRecord:
+    """A graph's own assistant; its description is the graph's in `langgraph.json`."""
     return AssistantRecord(
         assistant_id=codec.system_assistant_id(graph_id),
         graph_id=graph_id,
         name=graph_id,
-        description=None,
+        description=description,
         config={"configurable": {}},
         context={},
         metadata={"created_by": "system"},
@@ -137,10 +138,14 @@ class AssistantChanges:
 
 
 class AssistantCatalog:
-    def __init__(self, graph_ids: list[str], store: AssistantStore) -> None:
-        self.graph_ids = list(graph_ids)
+    def __init__(self, graphs: dict[str, str | None], store: AssistantStore) -> None:
+        """`graphs`: each served graph's id and description."""
+        self.graph_ids = list(graphs)
         self.store = store
-        self.system = {codec.system_assistant_id(g): system_assistant(g) for g in graph_ids}
+        self.system = {
+            codec.system_assistant_id(graph_id): system_assistant(graph_id, description)
+            for graph_id, description in graphs.items()
+        }
 
     async def start(self) -> None:
         """Store the system assistants (an existing row is left as it is)."""

@@ -61,6 +61,7 @@ from waybill.services.admission.thread_queries import (
     ThreadQuery,
 )
 from waybill.services.admission.thread_removal import ThreadRemoval
+from waybill.services.admission.thread_ttl import ThreadSweeper, thread_ttl
 from waybill.services.admission.usage_rpcs import token_counts_of, token_usage
 from waybill.services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
@@ -140,9 +141,8 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         self.pool = pool
         self.facts = facts
         self.settings = settings
-        self.assistants = AssistantCatalog(
-            list(settings.graph_specs()), AssistantStore(store.engine)
-        )
+        graphs = {graph_id: spec.description for graph_id, spec in settings.graph_specs().items()}
+        self.assistants = AssistantCatalog(graphs, AssistantStore(store.engine))
         self.allowed_models = [model.name for model in settings.models()]
 
     # ---- threads -------------------------------------------------------------
@@ -583,6 +583,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
+    expiry = thread_ttl(settings)  # checkpointer.ttl: a bad one stops start-up here
     store = AdmissionStore(
         settings.engine(settings.sqlalchemy_url("admission")), settings.log_close_grace_seconds
     )
@@ -615,6 +616,9 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
+    sweeper = ThreadSweeper(store, removal.remove, expiry) if expiry else None
+    if sweeper is not None:
+        sweeper.start()
     listener = None
     if settings.database_url:  # other admission replicas may commit work (or crons) for us
 
@@ -632,6 +636,8 @@ async def main() -> None:
         if listener is not None:
             await listener.stop()
         await scheduler.stop()
+        if sweeper is not None:
+            await sweeper.stop()
         await pool.stop()
         await log_closer.stop()
         await facts.close()

@@ -256,6 +256,17 @@ class AdmissionStore:
             await conn.execute(delete(threads).where(threads.c.thread_id == thread_id))
         return run_ids
 
+    async def threads_idle_since(self, cutoff: datetime, limit: int) -> list[str]:
+        """Threads not updated since `cutoff` and not busy, oldest first (checkpointer.ttl)."""
+        statement = (
+            select(threads.c.thread_id)
+            .where(threads.c.updated_at < cutoff, threads.c.status != "busy")
+            .order_by(threads.c.updated_at)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            return [str(thread_id) for thread_id in (await conn.execute(statement)).scalars()]
+
     async def search_threads(
         self,
         query: ThreadQuery,

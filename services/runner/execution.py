@@ -12,7 +12,8 @@ import asyncio
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ from waybill.services.runner.frames import (
     metadata_event,
     requested_modes,
 )
-from waybill.services.runner.graphs import GraphRegistry
+from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
@@ -300,8 +301,26 @@ class RunExecution:
             LoopTurns(),
         )
         self.checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
-        store = store_of(self.graphs.store, self.run.owner_id or LOCAL_USER.user_id)
-        graph = self.graphs.build(self.run.graph_id, self.config, self.checkpointer, store)
+        async with AsyncExitStack() as graph_scope:
+            graph = await graph_scope.enter_async_context(self._open_graph())
+            await self._execute_graph(graph, graph_scope.aclose)
+
+    def _open_graph(self) -> AbstractAsyncContextManager[Pregel]:
+        """The run's graph; a factory's context manager is held until it is released."""
+        owner = self.run.owner_id or LOCAL_USER.user_id
+        return self.graphs.open(
+            self.run.graph_id,
+            "threads.create_run",
+            self.config,
+            checkpointer=self.checkpointer,
+            store=store_of(self.graphs.store, owner),
+            user=run_user(self.config, owner, []),
+            context=run_context(self.kwargs.get("context")),
+        )
+
+    async def _execute_graph(
+        self, graph: Pregel, release_graph: Callable[[], Awaitable[None]]
+    ) -> None:
         self.verify_workspace = self._verifies_workspace(graph)
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
@@ -338,6 +357,7 @@ class RunExecution:
             self.sink.flush(),
             self._snapshot_taken(),  # the receipt compares the workspace with it
         )
+        await release_graph()  # a factory's resources end with the graph's last use
         presented = presented_paths(added_messages(started_from, snapshot.values))
         STATS.receipts_requested += 1
         receipt = await self._write_receipt(outcome, snapshot, presented, start)

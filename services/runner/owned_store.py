@@ -46,6 +46,10 @@ class OwnedStore(BaseStore):
     def __init__(self, inner: BaseStore, owner_id: str) -> None:
         self.inner = inner
         self.prefix: tuple[str, ...] = (USERS, owner_id)
+        # The inner store's expiry settings: BaseStore reads them for a put's
+        # default TTL and a read's refresh, and refuses `ttl=` without them.
+        self.ttl_config = inner.ttl_config
+        self.supports_ttl = inner.supports_ttl
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)

@@ -4,11 +4,16 @@ as every other service: SQLite files in the data directory, or Postgres."""
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from waybill.common import sqlite_driver
+from waybill.common.project import ProjectError
+from waybill.common.schema import MIGRATE_HINT, SchemaMismatch
 from waybill.common.settings import Settings
+from waybill.services.runner.similarity_store import TABLE, SimilarityStore
+from waybill.services.runner.store_config import StoreConfig, store_config
 
 
 async def relax_sync(connection: Any) -> None:
@@ -43,20 +48,101 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
 
 @contextlib.asynccontextmanager
 async def open_store(settings: Settings, setup: bool = True) -> AsyncIterator[Any]:
+    """LangGraph's store with the project's `store` settings (store_config.py):
+    semantic search (`index`) and expiry (`ttl`)."""
+    config = store_config(settings)
     if settings.database_url:
-        from langgraph.store.postgres.aio import AsyncPostgresStore
-
-        async with AsyncPostgresStore.from_conn_string(settings.checkpointer_url()) as store:
-            if setup:
-                await store.setup()
+        async with _postgres_store(settings, config, setup) as store:
             yield store
     else:
-        from langgraph.store.sqlite.aio import AsyncSqliteStore
-
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        path = str((settings.data_dir / "store.db").resolve())
-        async with AsyncSqliteStore.from_conn_string(path) as store:
-            if setup:
-                await store.setup()
-            await relax_sync(store.conn)
+        async with _sqlite_store(settings, config, setup) as store:
             yield store
+
+
+@contextlib.asynccontextmanager
+async def _postgres_store(
+    settings: Settings, config: StoreConfig, setup: bool
+) -> AsyncIterator[Any]:
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    url = settings.checkpointer_url()
+    native = config.index is not None and await _has_pgvector(url)
+    async with AsyncPostgresStore.from_conn_string(
+        url,
+        index=cast(Any, config.index) if native else None,  # PostgresIndexConfig extends it
+        ttl=config.ttl,
+    ) as plain:
+        store: Any = plain
+        if config.index is not None and not native:
+            store = SimilarityStore(plain, config.index)  # pgvector absent: rank in Python
+        if setup:
+            await store.setup()
+        elif isinstance(store, SimilarityStore) and not await store.check():
+            raise SchemaMismatch(f"store.index: the {TABLE} table is missing: " + MIGRATE_HINT)
+        yield store
+
+
+async def _has_pgvector(url: str) -> bool:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        cursor = await connection.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+        )
+        return await cursor.fetchone() is not None
+
+
+@contextlib.asynccontextmanager
+async def _sqlite_store(settings: Settings, config: StoreConfig, setup: bool) -> AsyncIterator[Any]:
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    path = str((settings.data_dir / "store.db").resolve())
+    async with _sqlite_connection(path, vectors=config.index is not None) as connection:
+        store = AsyncSqliteStore(connection, index=_sqlite_index(config), ttl=config.ttl)
+        # It handles TTLs, but its class says it does not (BaseStore's False comes first
+        # in its MRO), and BaseStore.aput then refuses a put's `ttl`.
+        store.supports_ttl = True
+        # LangGraph's SQLite store sets itself up on first use anyway (and loads
+        # sqlite-vec into the connection then): do it now, so a failure stops start-up.
+        if setup or config.index is not None:
+            await store.setup()
+        await relax_sync(store.conn)
+        yield store
+
+
+def _sqlite_index(config: StoreConfig) -> Any:
+    """LangGraph's SQLite store reads the embedded paths from `text_fields`, not
+    `fields` as its Postgres store and langgraph.json say."""
+    if config.index is None:
+        return None
+    return {**config.index, "text_fields": config.index.get("fields") or ["$"]}
+
+
+@contextlib.asynccontextmanager
+async def _sqlite_connection(path: str, vectors: bool) -> AsyncIterator[Any]:
+    """As `aiosqlite.connect(path, isolation_level=None)`; with `vectors`, on a
+    SQLite that can load the sqlite-vec extension."""
+    import aiosqlite
+
+    module = _sqlite_with_extensions() if vectors else sqlite3
+    connection = aiosqlite.Connection(lambda: module.connect(path, isolation_level=None), 64)
+    async with connection:
+        yield connection
+
+
+def _sqlite_with_extensions() -> Any:
+    """Python's own sqlite3 where it was built to load extensions; else pysqlite3
+    (its wheel bundles a SQLite that can), as many Python builds (pyenv's
+    default among them) leave extension loading out."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-not-found]
+    except ImportError as error:
+        raise ProjectError(
+            "store.index on SQLite needs the sqlite-vec extension, and this Python's sqlite3 "
+            "cannot load extensions: `pip install pysqlite3-binary`, or use a Python built "
+            "with --enable-loadable-sqlite-extensions"
+        ) from error
+    return dbapi2

@@ -5,22 +5,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal
 
 import grpc
 from langgraph.errors import InvalidUpdateError
-from langgraph.store.base import BaseStore
+from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
-from waybill.common.identity import acting_user
+from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.settings import Settings, get_settings
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.execution import Peers, RunLimits
-from waybill.services.runner.graphs import GraphNotFoundError, GraphRegistry
+from waybill.services.runner.graphs import (
+    AccessContext,
+    GraphNotFoundError,
+    GraphRegistry,
+    RunUser,
+)
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
@@ -56,13 +62,26 @@ def _store_key(item: runner_pb2.StoreKey) -> str:
 
 
 def _item_to_dict(item: Any) -> dict[str, Any]:
-    return {
+    found = {
         "namespace": list(item.namespace),
         "key": item.key,
         "value": item.value,
         "created_at": codec.iso(item.created_at),
         "updated_at": codec.iso(item.updated_at),
     }
+    if isinstance(item, SearchItem):
+        found["score"] = item.score  # similarity to the query; None without one
+    return found
+
+
+def _put_index(index_json: bytes) -> Literal[False] | list[str] | None:
+    """A put's `index`: None (the configured fields), False, or JSON paths."""
+    index = codec.loads(index_json, None)
+    if index is None or index is False:
+        return index
+    if isinstance(index, list) and index and all(isinstance(p, str) and p for p in index):
+        return index
+    raise invalid('index: false, or a list of JSON paths such as ["text"].')
 
 
 def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
@@ -91,10 +110,20 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
         self.graphs = graphs
         self.store = store
+        # LangGraph's stores (and SimilarityStore) keep `index_config` when store.index is set.
+        self.semantic = getattr(graphs.store, "index_config", None) is not None
 
-    def _graph(self, graph_id: str) -> Any:
+    @asynccontextmanager
+    async def _graph(
+        self, graph_id: str, access_context: AccessContext, context: Any
+    ) -> AsyncIterator[Any]:
+        """The graph for one read; a factory gets a read-only runtime with the caller."""
+        caller = caller_of(context) or LOCAL_USER
+        user = RunUser(caller.user_id, caller.user_id, permissions=sorted(caller.scopes))
         try:
-            return self.graphs.build(graph_id)
+            opened = self.graphs.open(graph_id, access_context, user=user)
+            async with opened as graph:
+                yield graph
         except GraphNotFoundError as error:
             raise not_found(str(error)) from error
 
@@ -102,21 +131,21 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def GetThreadState(self, request, context):  # type: ignore[no-untyped-def]
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
-        graph = self._graph(request.graph_id)
         config = _thread_config(request.thread_id, request.checkpoint_id)
         if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
             raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
-        snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
+        async with self._graph(request.graph_id, "threads.read", context) as graph:
+            snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
         return runner_pb2.JsonReply(json=codec.dumps(snapshot_to_dict(snapshot)))
 
     @translate_errors
     async def UpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        graph = self._graph(request.graph_id)
         config = _thread_config(request.thread_id, request.checkpoint_id)
         try:
-            written = await graph.aupdate_state(
-                config, codec.loads(request.values_json, None), as_node=request.as_node or None
-            )
+            async with self._graph(request.graph_id, "threads.update", context) as graph:
+                written = await graph.aupdate_state(
+                    config, codec.loads(request.values_json, None), as_node=request.as_node or None
+                )
         except (InvalidUpdateError, ValueError) as error:
             raise invalid(f"cannot update the state: {error}") from error
         checkpoint = written.get("configurable") or {}
@@ -160,12 +189,23 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if not isinstance(value, dict):
             raise invalid("value must be a JSON object.")
         key = _store_key(request.item)
-        await self._store(context).aput(tuple(request.item.namespace), key, value)
+        store = self._store(context)
+        index = _put_index(request.index_json)
+        if index is not None and index is not False and not self.semantic:
+            raise invalid("index: semantic search is not configured (store.index).")
+        ttl = request.ttl_minutes if request.HasField("ttl_minutes") else NOT_PROVIDED
+        if ttl is not NOT_PROVIDED and store.ttl_config is None:
+            raise invalid("ttl: item expiry is not configured (store.ttl).")
+        await store.aput(tuple(request.item.namespace), key, value, index=index, ttl=ttl)
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
     async def StoreGet(self, request, context):  # type: ignore[no-untyped-def]
-        item = await self._store(context).aget(tuple(request.namespace), _store_key(request))
+        item = await self._store(context).aget(
+            tuple(request.namespace),
+            _store_key(request),
+            refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
+        )
         if item is None:
             raise not_found(f"No item {request.key!r} in namespace {list(request.namespace)}.")
         return runner_pb2.JsonReply(json=codec.dumps(_item_to_dict(item)))
@@ -177,11 +217,15 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def StoreSearch(self, request, context):  # type: ignore[no-untyped-def]
+        if request.query and not self.semantic:
+            raise invalid("query: semantic search is not configured (store.index).")
         items = await self._store(context).asearch(
             tuple(request.namespace_prefix),
+            query=request.query or None,
             filter=codec.loads(request.filter_json, None),
             limit=request.limit or 10,
             offset=request.offset,
+            refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
         )
         return runner_pb2.JsonReply(json=codec.dumps({"items": [_item_to_dict(i) for i in items]}))
 
@@ -200,17 +244,17 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def GetThreadHistory(self, request, context):  # type: ignore[no-untyped-def]
         if not request.graph_id:
             return runner_pb2.JsonReply(json=b"[]")
-        graph = self._graph(request.graph_id)
         before = request.before
-        states = [
-            snapshot_to_dict(snapshot)
-            async for snapshot in graph.aget_state_history(
-                {"configurable": {"thread_id": request.thread_id}},
-                filter=codec.loads(request.filter_json, None),
-                before={"configurable": {"checkpoint_id": before}} if before else None,
-                limit=request.limit or 10,
-            )
-        ]
+        async with self._graph(request.graph_id, "threads.read", context) as graph:
+            states = [
+                snapshot_to_dict(snapshot)
+                async for snapshot in graph.aget_state_history(
+                    {"configurable": {"thread_id": request.thread_id}},
+                    filter=codec.loads(request.filter_json, None),
+                    before={"configurable": {"checkpoint_id": before}} if before else None,
+                    limit=request.limit or 10,
+                )
+            ]
         return runner_pb2.JsonReply(json=codec.dumps(states))
 
     @translate_errors
@@ -219,23 +263,25 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
-        drawable = (await self._graph(request.graph_id).aget_graph(xray=request.xray)).to_json()
+        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+            drawable = (await graph.aget_graph(xray=request.xray)).to_json()
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
 
     @translate_errors
     async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
-        schemas = {"graph_id": request.graph_id, **_schemas_of(self._graph(request.graph_id))}
+        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+            schemas = {"graph_id": request.graph_id, **_schemas_of(graph)}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
     @translate_errors
     async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
-        graph = self._graph(request.graph_id)
-        found = {
-            namespace: _schemas_of(subgraph)
-            async for namespace, subgraph in graph.aget_subgraphs(
-                namespace=request.namespace or None, recurse=request.recurse
-            )
-        }
+        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+            found = {
+                namespace: _schemas_of(subgraph)
+                async for namespace, subgraph in graph.aget_subgraphs(
+                    namespace=request.namespace or None, recurse=request.recurse
+                )
+            }
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
 
@@ -252,9 +298,19 @@ def connect_peers(settings: Settings) -> Peers:
     )
 
 
+def prepare_project(settings: Settings) -> None:
+    """Before any graph is imported: the project's unsupported keys named, its env
+    applied, its local dependencies importable, its packages checked."""
+    project = settings.project()
+    if project is not None:
+        project.warn_unsupported()
+        project.prepare_to_import()
+
+
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
+    prepare_project(settings)
     register(StatsCollector("waybill_runner", STATS, {}))
     settings.prices()  # a bad price table stops the runner here, not at each run's end
     store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
@@ -263,6 +319,8 @@ async def main() -> None:
         open_checkpointer(settings, setup=False) as checkpointer,
         open_store(settings, setup=False) as long_term,
     ):
+        # Expired items are deleted every store.ttl.sweep_interval_minutes (none without ttl).
+        await long_term.start_ttl_sweeper()
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         worker = Worker(
@@ -284,6 +342,7 @@ async def main() -> None:
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)
             work.cancel()
+            await long_term.stop_ttl_sweeper(settings.shutdown_grace_seconds)
 
         await serve(
             "Runner",

@@ -22,6 +22,7 @@ import grpc
 
 from waybill.common.tracing import run_span
 from waybill.services.runner.execution import Peers, RunExecution, RunLimits
+from waybill.services.runner.frames import error_event
 from waybill.services.runner.graphs import GraphRegistry
 from waybill.services.runner.store import RunnerStore
 from waybill.v1 import admission_pb2, common_pb2
@@ -159,6 +160,11 @@ class Worker:
     async def _report_failure(self, execution: RunExecution, error: Exception) -> None:
         if not execution.fence.held:
             return
+        try:  # the run's stream says why (a graph factory that raised, most often)
+            execution.sink.emit(*error_event(error))
+            await execution.sink.flush()
+        except Exception:
+            log.warning("run %s: the failure is not on its stream", execution.run.run_id)
         try:
             await self.peers.admission.FinishRun(
                 admission_pb2.RunFinished(

@@ -47,32 +47,42 @@ class CopyThreadStateRequest(_message.Message):
     def __init__(self, source_thread_id: _Optional[str] = ..., target_thread_id: _Optional[str] = ...) -> None: ...
 
 class StoreKey(_message.Message):
-    __slots__ = ("namespace", "key")
+    __slots__ = ("namespace", "key", "refresh_ttl")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_TTL_FIELD_NUMBER: _ClassVar[int]
     namespace: _containers.RepeatedScalarFieldContainer[str]
     key: str
-    def __init__(self, namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ...) -> None: ...
+    refresh_ttl: bool
+    def __init__(self, namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., refresh_ttl: _Optional[bool] = ...) -> None: ...
 
 class StorePutRequest(_message.Message):
-    __slots__ = ("item", "value_json")
+    __slots__ = ("item", "value_json", "index_json", "ttl_minutes")
     ITEM_FIELD_NUMBER: _ClassVar[int]
     VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    INDEX_JSON_FIELD_NUMBER: _ClassVar[int]
+    TTL_MINUTES_FIELD_NUMBER: _ClassVar[int]
     item: StoreKey
     value_json: bytes
-    def __init__(self, item: _Optional[_Union[StoreKey, _Mapping]] = ..., value_json: _Optional[bytes] = ...) -> None: ...
+    index_json: bytes
+    ttl_minutes: float
+    def __init__(self, item: _Optional[_Union[StoreKey, _Mapping]] = ..., value_json: _Optional[bytes] = ..., index_json: _Optional[bytes] = ..., ttl_minutes: _Optional[float] = ...) -> None: ...
 
 class StoreSearchRequest(_message.Message):
-    __slots__ = ("namespace_prefix", "filter_json", "limit", "offset")
+    __slots__ = ("namespace_prefix", "filter_json", "limit", "offset", "query", "refresh_ttl")
     NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
     FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_TTL_FIELD_NUMBER: _ClassVar[int]
     namespace_prefix: _containers.RepeatedScalarFieldContainer[str]
     filter_json: bytes
     limit: int
     offset: int
-    def __init__(self, namespace_prefix: _Optional[_Iterable[str]] = ..., filter_json: _Optional[bytes] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    query: str
+    refresh_ttl: bool
+    def __init__(self, namespace_prefix: _Optional[_Iterable[str]] = ..., filter_json: _Optional[bytes] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., query: _Optional[str] = ..., refresh_ttl: _Optional[bool] = ...) -> None: ...
 
 class StoreListNamespacesRequest(_message.Message):
     __slots__ = ("prefix", "suffix", "max_depth", "limit", "offset")
