@@ -111,13 +111,33 @@ graph = builder.compile()
 """
 
 
+WEBAPP_PY = """
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+
+async def whoami(request):
+    return JSONResponse(
+        {"identity": request.user.identity, "permissions": list(request.auth.scopes)}
+    )
+
+
+app = Starlette(routes=[Route("/whoami", whoami)])
+"""
+
+
 def write_project(root: Path) -> Path:
     (root / "auth.py").write_text(textwrap.dedent(AUTH_PY))
     (root / "echo.py").write_text(textwrap.dedent(ECHO_PY))
+    (root / "webapp.py").write_text(textwrap.dedent(WEBAPP_PY))
     manifest = root / "langgraph.json"
-    manifest.write_text(
-        json.dumps({"graphs": {"echo": "./echo.py:graph"}, "auth": {"path": "./auth.py:auth"}})
-    )
+    config = {
+        "graphs": {"echo": "./echo.py:graph"},
+        "auth": {"path": "./auth.py:auth"},
+        "http": {"app": "./webapp.py:app", "enable_custom_route_auth": True},
+    }
+    manifest.write_text(json.dumps(config))
     return manifest
 
 
@@ -192,6 +212,14 @@ async def test_a_missing_or_invalid_token_is_401(http: httpx.AsyncClient) -> Non
     wrong = await http.post("/threads/search", json={}, headers=bearer("mallory-token"))
     assert wrong.status_code == 401
     assert (await http.get("/ok")).status_code == 200  # open routes stay open
+
+
+async def test_custom_routes_are_behind_the_project_s_authenticate(
+    http: httpx.AsyncClient,
+) -> None:
+    mine = await http.get("/whoami", headers=bearer("alice-token"))
+    assert mine.json() == {"identity": "alice", "permissions": ["write"]}
+    assert (await http.get("/whoami")).status_code == 401
 
 
 async def test_the_status_a_handler_raises_is_answered(http: httpx.AsyncClient) -> None:
