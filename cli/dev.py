@@ -23,7 +23,6 @@ import watchfiles
 
 from waybill.common.launch import SERVICES, Stack
 from waybill.common.project import Project, ProjectError
-from waybill.gateway.project_http import project_import_paths
 
 # The files of a project that matter: code, the manifest, env and requirements.
 WATCHED_EXTENSIONS = (".json", ".env", ".txt", ".toml", ".yaml", ".yml")
@@ -100,7 +99,8 @@ class DevLoop:
 
     def changes(self) -> Iterable[set[tuple[watchfiles.Change, str]]]:
         return watchfiles.watch(
-            *project_import_paths(self.project),
+            self.project.root,
+            *self.project.local_dependencies(),
             watch_filter=watch_filter(self.stack.settings.data_dir),
             debounce=int(self.debounce_seconds * 1000),
             rust_timeout=1000,  # a turn every second to notice a process that died

@@ -65,12 +65,12 @@ PROJECT_KEYS: dict[str, str | None] = {
     "http.disable_mcp": GATEWAY_HTTP,
     "http.disable_ui": GATEWAY_HTTP,
     "http.disable_webhooks": GATEWAY_HTTP,
-    "http.disable_a2a": None,
-    "http.mount_prefix": None,
-    "http.enable_custom_route_auth": None,
-    "http.configurable_headers": None,
-    "http.logging_headers": None,
-    "http.middleware_order": None,
+    "http.disable_a2a": GATEWAY_HTTP,  # accepted: Waybill serves no A2A routes yet
+    "http.mount_prefix": GATEWAY_HTTP,
+    "http.enable_custom_route_auth": GATEWAY_HTTP,
+    "http.configurable_headers": GATEWAY_HTTP,
+    "http.logging_headers": GATEWAY_HTTP,
+    "http.middleware_order": GATEWAY_HTTP,
     "store": STORE,
     "store.index": STORE,
     "store.ttl": STORE,
@@ -126,7 +126,8 @@ class _IndexConfig(_Section):
 class _StoreTTL(_Section):
     refresh_on_read: StrictBool | None = None
     default_ttl: float | None = None
-    sweep_interval_minutes: StrictInt | None = None
+    # LangGraph's schema says whole minutes; fractions are accepted (tests sweep often).
+    sweep_interval_minutes: float | None = None
 
 
 class _StoreConfig(_Section):
@@ -137,7 +138,7 @@ class _StoreConfig(_Section):
 class _ThreadTTL(_Section):
     strategy: Literal["delete", "keep_latest"] | None = None
     default_ttl: float | None = None
-    sweep_interval_minutes: StrictInt | None = None
+    sweep_interval_minutes: float | None = None
     sweep_limit: StrictInt | None = None
 
 

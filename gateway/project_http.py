@@ -207,20 +207,11 @@ def shape_run(kwargs: dict[str, Any], headers: Any, config: HttpConfig) -> dict[
 # ---- the project's import paths ------------------------------------------------
 
 
-def project_import_paths(project: Project) -> list[Path]:
-    """The folders a project's code imports from, as `langgraph dev` makes them
-    importable: the project's own folder and each local `dependencies` path."""
-    paths = [project.root]
-    for dependency in project.section("dependencies") or []:
-        if isinstance(dependency, str) and dependency.startswith("."):
-            paths.append((project.root / dependency).resolve())
-    return paths
-
-
 def make_importable(project: Project) -> None:
-    for path in reversed(project_import_paths(project)):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+    """The project's env, local dependencies and own folder, before its code imports."""
+    project.prepare_to_import()
+    if str(project.root) not in sys.path:
+        sys.path.insert(0, str(project.root))
 
 
 # ---- http.app -------------------------------------------------------------------

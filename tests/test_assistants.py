@@ -18,8 +18,6 @@ from tests.test_runs import says
 from waybill.common.codec import system_assistant_id
 
 SYSTEM_GRAPHS = {"lead_agent", "nested", "approval", "memory", "configured", "whoami"}
-# What the server adds to every run's context when auth is off (tests/test_auth.py).
-LOCAL_IDENTITY = {"user_id": "local", "role": "admin"}
 
 
 @pytest.fixture
@@ -272,7 +270,8 @@ async def test_a_run_takes_its_assistants_config_and_context(
     await client.runs.join(thread["thread_id"], run["run_id"])
     stored = await client.runs.get(thread["thread_id"], run["run_id"])
     assert stored["assistant_id"] == assistant_id
-    assert stored["kwargs"]["context"] == {"tone": "formal", "level": 1, **LOCAL_IDENTITY}
+    # As sent: a graph without a context schema gets no identity in its context.
+    assert stored["kwargs"]["context"] == {"tone": "formal", "level": 1}
     metadata = (await client.threads.get(thread["thread_id"]))["metadata"]
     assert (metadata["assistant_id"], metadata["graph_id"]) == (assistant_id, "configured")
 

@@ -336,7 +336,11 @@ async def test_start_run_checks_come_in_order_and_write_nothing(
             "bob",
             bob,
             bobs_thread,
-            {"metadata": secret_metadata, "context": {"model_name": "gpt-99"}},
+            {
+                "assistant_id": "lead_agent",
+                "metadata": secret_metadata,
+                "context": {"model_name": "gpt-99"},
+            },
             422,
             "metadata.api_key",
         ),
@@ -348,8 +352,15 @@ async def test_start_run_checks_come_in_order_and_write_nothing(
             422,
             "config.configurable.note",
         ),
-        # 4. the model allowlist comes before ownership
-        ("bob", bob, alices_thread, {"context": {"model_name": "gpt-99"}}, 400, "scripted"),
+        # 4. the model allowlist (the built-in agent's) comes before ownership
+        (
+            "bob",
+            bob,
+            alices_thread,
+            {"assistant_id": "lead_agent", "context": {"model_name": "gpt-99"}},
+            400,
+            "scripted",
+        ),
         # 5. someone else's thread, before the checkpoint is looked at
         ("bob", bob, alices_thread, {"checkpoint_id": str(uuid.uuid4())}, 404, "not found"),
         # 7. the checkpoint must belong to the thread

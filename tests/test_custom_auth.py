@@ -87,6 +87,7 @@ ECHO_PY = """
 import asyncio
 
 from typing_extensions import TypedDict
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 
@@ -108,6 +109,24 @@ builder.add_node("shout", shout)
 builder.add_edge(START, "shout")
 builder.add_edge("shout", END)
 graph = builder.compile()
+
+
+class Seen(TypedDict, total=False):
+    text: str
+    seen: dict
+
+
+def look(state: Seen, config: RunnableConfig) -> dict:
+    configurable = config["configurable"]
+    wanted = ("langgraph_auth_user", "langgraph_auth_user_id", "langgraph_auth_permissions")
+    return {"seen": {key: configurable.get(key) for key in wanted}}
+
+
+whoami_builder = StateGraph(Seen)
+whoami_builder.add_node("look", look)
+whoami_builder.add_edge(START, "look")
+whoami_builder.add_edge("look", END)
+whoami = whoami_builder.compile()
 """
 
 
@@ -133,7 +152,7 @@ def write_project(root: Path) -> Path:
     (root / "webapp.py").write_text(textwrap.dedent(WEBAPP_PY))
     manifest = root / "langgraph.json"
     config = {
-        "graphs": {"echo": "./echo.py:graph"},
+        "graphs": {"echo": "./echo.py:graph", "whoami": "./echo.py:whoami"},
         "auth": {"path": "./auth.py:auth"},
         "http": {"app": "./webapp.py:app", "enable_custom_route_auth": True},
     }
@@ -497,3 +516,18 @@ async def test_a_graph_sees_the_store_as_on_the_platform(
     )
     assert found.status_code == 200
     assert found.json()["value"] == {"by": "graph"}
+
+
+async def test_a_run_knows_the_project_s_user(alice: LangGraphClient) -> None:
+    result = await alice.runs.wait(None, "whoami", input={"text": "?"})
+    assert result["seen"] == {
+        "langgraph_auth_user": {
+            "identity": "alice",
+            "display_name": "alice",
+            "is_authenticated": True,
+            "permissions": ["write"],
+            "team": "red",
+        },
+        "langgraph_auth_user_id": "alice",
+        "langgraph_auth_permissions": ["write"],
+    }

@@ -245,7 +245,7 @@ def write_small_project(root: Path, description: str) -> Path:
                 "python_version": "3.11",  # build only: no warning
                 "dockerfile_lines": [],  # build only: no warning
                 "webhooks": {"env_prefix": "LG_WEBHOOK_"},  # not supported
-                "http": {"mount_prefix": "/api"},  # not supported
+                "checkpointer": {"path": "./saver.py:make_saver"},  # not supported
                 "dependancies": [],  # a typo
             }
         )
@@ -302,7 +302,7 @@ def test_each_unused_key_is_warned_about_once_by_the_runner(
     ]
     assert len(warnings) == 3
     assert any("'webhooks' is not supported by Waybill" in w for w in warnings)
-    assert any("'http.mount_prefix' is not supported by Waybill" in w for w in warnings)
+    assert any("'checkpointer.path' is not supported by Waybill" in w for w in warnings)
     assert any("'dependancies'" in w and "did you mean 'dependencies'" in w for w in warnings)
 
 

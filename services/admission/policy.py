@@ -4,9 +4,10 @@ run is created, and it applies them in this order, each with its own error:
 1. cancel permission for `interrupt`/`rollback` (they end someone's run): 403
 2. thread id shape: 422
 3. secret scan of `metadata` and `config`: 422 naming the path
-4. model allowlist: 400 naming the allowed models; the webhook target: 422
+4. model allowlist (the built-in lead_agent's model only): 400 naming the
+   allowed models; the webhook target: 422
 5. thread access and ownership: 404            (`AdmissionServicer.StartRun`)
-6. context whitelist and identity injection     (`admitted_kwargs`)
+6. identity injection and sealed secrets        (`admitted_kwargs`)
 7. the checkpoint belongs to the thread: 400/404 (`AdmissionServicer.StartRun`)
 
 Nothing is written before all of them pass.
@@ -35,8 +36,18 @@ from waybill.services.admission.records import (
 from waybill.services.admission.secret_scan import find_secret
 from waybill.v1 import admission_pb2, common_pb2
 
-# Set by the server from the authenticated caller; a client's values are dropped.
+# Waybill's identity keys: set in `context` by the server from the authenticated
+# caller when the graph's context schema declares them (the built-in lead_agent
+# does); a client's values for them are replaced.
 INJECTED_CONTEXT_KEYS = ("user_id", "role", "channel")
+# Where LangGraph Platform puts the caller, in every run's `configurable`; a
+# client's values are replaced. `user_id` is the Platform's too (there a client
+# may set it; here it is the server's, as in `context`).
+AUTH_USER = "langgraph_auth_user"
+AUTH_USER_ID = "langgraph_auth_user_id"
+AUTH_PERMISSIONS = "langgraph_auth_permissions"
+# Identity keys no client may set in `configurable`.
+SERVER_CONFIGURABLE_KEYS = (AUTH_USER, AUTH_USER_ID, AUTH_PERMISSIONS, *INJECTED_CONTEXT_KEYS)
 # The one sanctioned place for request-scoped secrets: sealed before storage.
 SECRETS_KEY = "secrets"
 
@@ -64,6 +75,8 @@ def check_no_secrets(metadata: dict[str, Any], config: Any) -> None:
 
 
 def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
+    """The allowlist governs Waybill's own agent only: a user graph's `model_name`
+    is that graph's business (the caller decides which graphs this applies to)."""
     name = _model_name(kwargs)
     if name is not None and name not in allowed:
         raise refused(
@@ -100,11 +113,12 @@ def start_delay(after_seconds: float) -> timedelta:
 def build_run(
     request: admission_pb2.StartRunRequest,
     assistant: AssistantRecord,
-    allowed_models: list[str],
+    allowed_models: list[str] | None,
     caller: Principal | None = None,
 ) -> RunRecord:
     """Checks 1-4 of a StartRun request for `assistant` (resolved from its id);
-    returns the pending record to insert, with the assistant's defaults merged in."""
+    returns the pending record to insert, with the assistant's defaults merged in.
+    `allowed_models` is None for a graph whose model choice is not Waybill's."""
     strategy = codec.MULTITASK_NAMES.get(
         request.multitask_strategy or common_pb2.MULTITASK_STRATEGY_ENQUEUE, "enqueue"
     )
@@ -116,8 +130,9 @@ def build_run(
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):
         raise invalid("kwargs and metadata must be JSON objects.")
     check_no_secrets(metadata, kwargs.get("config"))
-    kwargs = with_assistant_defaults(kwargs, assistant)
-    check_model_allowed(kwargs, allowed_models)
+    kwargs = with_assistant_defaults(mirrored(kwargs), assistant)
+    if allowed_models is not None:
+        check_model_allowed(kwargs, allowed_models)
     delay = start_delay(request.after_seconds)
     now = codec.now_utc()
     return RunRecord(
@@ -136,6 +151,24 @@ def build_run(
     )
 
 
+def mirrored(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """As LangGraph Platform does for a run that sends one of the two: its
+    `context` is also its `configurable` (secrets aside), and a `configurable`
+    alone is also its `context`, so that a graph reading either finds it.
+    (The Platform refuses a run sending both; here both are kept as sent.)"""
+    context = kwargs.get("context") or {}
+    config = kwargs.get("config") or {}
+    configurable = (config.get("configurable") if isinstance(config, dict) else None) or {}
+    if not all(isinstance(part, dict) for part in (context, config, configurable)):
+        return kwargs  # not objects: refused with the reason further on
+    if context and not configurable:
+        shared = {key: value for key, value in context.items() if key != SECRETS_KEY}
+        return {**kwargs, "config": {**config, "configurable": shared}}
+    if configurable and not context:
+        return {**kwargs, "context": dict(configurable)}
+    return kwargs
+
+
 def identity_of(caller: Principal | None, owner_id: str) -> dict[str, Any]:
     """Who the run acts for; a service acting on nobody's behalf acts for the owner."""
     if caller is not None:
@@ -143,40 +176,87 @@ def identity_of(caller: Principal | None, owner_id: str) -> dict[str, Any]:
     return {"user_id": owner_id, "role": "service"}
 
 
+def auth_user_of(caller: Principal | None, identity: dict[str, Any]) -> dict[str, Any]:
+    """The caller as LangGraph Platform hands it to a graph (`langgraph_auth_user`),
+    in JSON: `identity`, `permissions`, `display_name`, `is_authenticated`, and
+    the rest of what authentication said about the user."""
+    user_id = str(identity["user_id"])
+    custom = getattr(caller, "user", None)  # a custom authenticator's user, when there is one
+    user: dict[str, Any] = dict(custom) if isinstance(custom, dict) else {"role": identity["role"]}
+    user.update(
+        identity=user_id,
+        permissions=_permissions_of(caller),
+        display_name=user.get("display_name") or user_id,
+        is_authenticated=True,
+    )
+    return user
+
+
+def _permissions_of(caller: Principal | None) -> list[str]:
+    if caller is not None and caller.by_project_auth:  # the project's authenticator's,
+        return list(caller.permissions)  # kept in its order
+    return sorted(caller.scopes) if caller is not None else []
+
+
 def admitted_kwargs(
     kwargs: dict[str, Any],
     declared: frozenset[str] | None,
     identity: dict[str, Any],
+    auth_user: dict[str, Any],
     secrets_key: bytes | None,
 ) -> dict[str, Any]:
-    """Check 6: only the context keys the graph declares pass (every key when it
-    declares none); identity keys are the server's, never the client's; secrets
-    are sealed. The same identity keys are stripped from `configurable`."""
+    """Check 6: the context stays the client's (the runner passes the graph the
+    keys its schema declares, as LangGraph Platform does), except that the
+    identity keys the schema declares are the server's and secrets are sealed.
+    The caller goes into `configurable` where LangGraph Platform puts it."""
     context = kwargs.get("context") or {}
     if not isinstance(context, dict):
         raise invalid("context must be a JSON object.")
-    passed = {
-        key: value
-        for key, value in context.items()
-        if key not in INJECTED_CONTEXT_KEYS
-        and key != SECRETS_KEY
-        and (declared is None or key in declared)
-    }
+    admitted = {**kwargs, "context": _context_with_identity(context, declared, identity)}
     secrets = context.get(SECRETS_KEY)
     if secrets is not None:
-        if not isinstance(secrets, dict) or not secrets:
-            raise invalid("context.secrets must be a non-empty JSON object of named secrets.")
-        if secrets_key is None:
-            raise refused("context.secrets is not available: no secrets key is configured.")
-        passed[SECRETS_KEY] = seal(secrets, secrets_key)
-    admitted = {**kwargs, "context": {**passed, **identity}}
-    config = kwargs.get("config")
-    if isinstance(config, dict) and isinstance(config.get("configurable"), dict):
-        configurable = {
-            k: v for k, v in config["configurable"].items() if k not in INJECTED_CONTEXT_KEYS
-        }
-        admitted["config"] = {**config, "configurable": configurable}
+        admitted["context"][SECRETS_KEY] = _sealed(secrets, secrets_key)
+    admitted["config"] = _config_with_identity(kwargs.get("config"), identity, auth_user)
     return admitted
+
+
+def _context_with_identity(
+    context: dict[str, Any], declared: frozenset[str] | None, identity: dict[str, Any]
+) -> dict[str, Any]:
+    """The identity keys the graph declares are replaced by the server's (a
+    client's `channel` is dropped when the caller has none); the rest is as sent."""
+    wanted = frozenset(INJECTED_CONTEXT_KEYS) & (declared or frozenset())
+    kept = {key: value for key, value in context.items() if key not in wanted}
+    return {**kept, **{key: value for key, value in identity.items() if key in wanted}}
+
+
+def _sealed(secrets: Any, secrets_key: bytes | None) -> dict[str, Any]:
+    if not isinstance(secrets, dict) or not secrets:
+        raise invalid("context.secrets must be a non-empty JSON object of named secrets.")
+    if secrets_key is None:
+        raise refused("context.secrets is not available: no secrets key is configured.")
+    return seal(secrets, secrets_key)
+
+
+def _config_with_identity(
+    config: Any, identity: dict[str, Any], auth_user: dict[str, Any]
+) -> dict[str, Any]:
+    """`configurable` with the server's identity: the client's values for any
+    identity key are dropped, LangGraph Platform's auth keys set."""
+    config = dict(config) if isinstance(config, dict) else {}
+    configurable = config.get("configurable")
+    configurable = dict(configurable) if isinstance(configurable, dict) else {}
+    for key in SERVER_CONFIGURABLE_KEYS:
+        configurable.pop(key, None)
+    configurable.update(
+        {
+            AUTH_USER: auth_user,
+            AUTH_USER_ID: auth_user["identity"],
+            AUTH_PERMISSIONS: auth_user["permissions"],
+            "user_id": identity["user_id"],
+        }
+    )
+    return {**config, "configurable": configurable}
 
 
 def requested_checkpoint(kwargs: dict[str, Any], thread_id: str) -> str | None:

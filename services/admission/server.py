@@ -25,7 +25,7 @@ from waybill.common.identity import (
 )
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.sealed import SecretsUnavailable, secrets_key
-from waybill.common.settings import Settings, get_settings
+from waybill.common.settings import BUILTIN_GRAPHS, Settings, get_settings
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
 from waybill.services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
@@ -43,6 +43,7 @@ from waybill.services.admission.log_closes import LogCloser, LogCloseStore
 from waybill.services.admission.policy import (
     SECRETS_KEY,
     admitted_kwargs,
+    auth_user_of,
     build_run,
     check_webhook,
     identity_of,
@@ -144,6 +145,13 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         graphs = {graph_id: spec.description for graph_id, spec in settings.graph_specs().items()}
         self.assistants = AssistantCatalog(graphs, AssistantStore(store.engine))
         self.allowed_models = [model.name for model in settings.models()]
+        # The graphs whose model choice is Waybill's: the built-in lead_agent
+        # (unless a project serves a graph of its own under that name).
+        self.model_graphs = {
+            graph_id
+            for graph_id, spec in settings.graph_specs().items()
+            if spec.target == BUILTIN_GRAPHS["lead_agent"]
+        }
 
     # ---- threads -------------------------------------------------------------
 
@@ -261,17 +269,20 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         assistant = await self.assistants.resolve_for_run(
             request.assistant_id, filters.get("assistants")
         )
-        run = build_run(request, assistant, self.allowed_models, caller)  # checks 1-4
+        allowed_models = self.allowed_models if self._governs_model(assistant.graph_id) else None
+        run = build_run(request, assistant, allowed_models, caller)  # checks 1-4
         await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
         if_not_exists = request.if_not_exists or "reject"
         thread = await self.store.thread_for_run(
             run.thread_id, owner, if_not_exists, filters.get("threads")
         )  # 5
         owner_id = thread.owner_id if thread else run.owner_id
+        identity = identity_of(caller, owner_id)
         run.kwargs = admitted_kwargs(  # check 6
             run.kwargs,
             await self.facts.context_keys(run.graph_id),
-            identity_of(caller, owner_id),
+            identity,
+            auth_user_of(caller, identity),
             self._secrets_key(run.kwargs),
         )
         checkpoint_id = requested_checkpoint(run.kwargs, run.thread_id)  # check 7
@@ -318,6 +329,9 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     def _wake_scheduler(self) -> None:
         if self.scheduler is not None:
             self.scheduler.wake()
+
+    def _governs_model(self, graph_id: str) -> bool:
+        return graph_id in self.model_graphs
 
     def _secrets_key(self, kwargs: dict[str, Any]) -> bytes | None:
         context = kwargs.get("context")

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 import threading
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ from langgraph.types import Command, StateSnapshot
 
 from waybill.common import codec
 from waybill.common.identity import LOCAL_USER
-from waybill.common.sealed import secrets_key, unseal
 from waybill.common.settings import get_settings
 from waybill.common.usage import TokenCount, summarize
 from waybill.services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
@@ -41,6 +41,7 @@ from waybill.services.runner.frames import (
     metadata_event,
     requested_modes,
 )
+from waybill.services.runner.graph_context import declared_keys, graph_context, with_auth_user
 from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.journal_sink import JournalSink
@@ -100,7 +101,7 @@ class Outcome:
 
 def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
     config: dict[str, Any] = dict(kwargs.get("config") or {})
-    configurable = dict(config.get("configurable") or {})
+    configurable = with_auth_user(dict(config.get("configurable") or {}))
     configurable.update(
         thread_id=run.thread_id,
         run_id=run.run_id,
@@ -116,17 +117,11 @@ def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
         "run_id": run.run_id,
         "run_epoch": run.epoch,
     }
+    if run.attempt <= 1:
+        # As LangGraph Platform does: the run's id is the root run's id, which the graph
+        # reads as `runtime.execution_info.run_id` (a retry gets a fresh one, for tracing).
+        config["run_id"] = uuid.UUID(run.run_id)
     return config  # type: ignore[return-value]
-
-
-def run_context(context: Any) -> Any:
-    """The run's context as the graph sees it: its sealed secrets opened."""
-    if not isinstance(context, dict) or not context:
-        return None
-    sealed = context.get("secrets")
-    if isinstance(sealed, dict):
-        return {**context, "secrets": unseal(sealed, secrets_key(get_settings()))}
-    return context
 
 
 def thread_config(thread_id: str) -> RunnableConfig:
@@ -315,7 +310,9 @@ class RunExecution:
             checkpointer=self.checkpointer,
             store=store_of(self.graphs.store, owner),
             user=run_user(self.config, owner, []),
-            context=run_context(self.kwargs.get("context")),
+            # The factory sees the whole context, as on LangGraph Platform (its graph's
+            # schema is not known before it is built).
+            context=graph_context(self.kwargs.get("context"), None),
         )
 
     async def _execute_graph(
@@ -441,7 +438,7 @@ class RunExecution:
         encoder = FrameEncoder(stream_mode)
         subgraphs = bool(self.kwargs.get("stream_subgraphs"))
         options: dict[str, Any] = {
-            "context": run_context(self.kwargs.get("context")),
+            "context": graph_context(self.kwargs.get("context"), declared_keys(graph)),
             "stream_mode": requested_modes(stream_mode) or ["values"],
             "subgraphs": subgraphs,
             "interrupt_before": self.kwargs.get("interrupt_before"),

@@ -21,12 +21,8 @@ def report(state: Report, config: RunnableConfig, runtime: Runtime) -> Report:
         "seen_configurable": {
             key: configurable[key] for key in state["keys"] if key in configurable
         },
-        # Without the identity the server adds to every run (tests/test_auth.py).
-        "seen_context": {
-            key: value
-            for key, value in (runtime.context or {}).items()
-            if key not in ("user_id", "role", "channel")
-        },
+        # All of it: the server adds no identity to a context without a schema.
+        "seen_context": dict(runtime.context or {}),
     }
 
 
