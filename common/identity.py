@@ -6,6 +6,11 @@ call as metadata (`waybill-user`, `waybill-role`, `waybill-scopes`, and
 `caller_of(context)`. A call without it comes from another service (a runner
 reporting a run's end, the scheduler) and is trusted: the services listen on
 the internal network only.
+
+With a project's own auth (`auth` in langgraph.json) the principal also carries
+the user its `@auth.authenticate` returned (`waybill-auth-user`, JSON) and its
+permissions, and the filters its `@auth.on` handlers returned for the request
+(`waybill-auth-filters`: `{resource: filter}`), which admission applies in SQL.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ USER_KEY = "waybill-user"
 ROLE_KEY = "waybill-role"
 SCOPES_KEY = "waybill-scopes"
 CHANNEL_KEY = "waybill-channel"
+AUTH_USER_KEY = "waybill-auth-user"
+PERMISSIONS_KEY = "waybill-permissions"
+AUTH_FILTERS_KEY = "waybill-auth-filters"
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,14 @@ class Principal:
     # Set when a channel adapter or the scheduler acts on behalf of `user_id`:
     # who on the platform sent the message, e.g. {"platform": "slack", "user": "U1"}.
     channel: dict[str, str] | None = None
+    # Set when the project's own `@auth.authenticate` made this principal: the
+    # user as the handler returned it (JSON), and its permissions.
+    user: dict[str, Any] | None = None
+    permissions: tuple[str, ...] = ()
+
+    @property
+    def by_project_auth(self) -> bool:
+        return self.user is not None
 
     @property
     def is_admin(self) -> bool:
@@ -52,8 +68,10 @@ class Principal:
 
     @property
     def owner_filter(self) -> str | None:
-        """The owner whose resources this principal may see; None means all (admin)."""
-        return None if self.is_admin else self.user_id
+        """The owner whose resources this principal may see; None means all (admin).
+        A project-auth principal is not confined by owner: as on LangGraph Platform,
+        the project's `@auth.on` handlers decide, through the filters they return."""
+        return None if self.is_admin or self.by_project_auth else self.user_id
 
     def identity(self) -> dict[str, Any]:
         """What a run's context carries about who started it (injected, never sent)."""
@@ -70,6 +88,9 @@ class Principal:
         ]
         if self.channel:
             pairs.append((CHANNEL_KEY, json.dumps(self.channel, sort_keys=True)))
+        if self.user is not None:
+            pairs.append((AUTH_USER_KEY, json.dumps(self.user, sort_keys=True)))
+            pairs.append((PERMISSIONS_KEY, json.dumps(list(self.permissions))))
         return pairs
 
     @classmethod
@@ -79,11 +100,15 @@ class Principal:
         if not user_id:
             return None
         channel = json.loads(found[CHANNEL_KEY]) if found.get(CHANNEL_KEY) else None
+        user = json.loads(found[AUTH_USER_KEY]) if found.get(AUTH_USER_KEY) else None
+        permissions = json.loads(found.get(PERMISSIONS_KEY) or "[]")
         return cls(
             user_id=user_id,
             role=found.get(ROLE_KEY, "user"),
             scopes=frozenset(s for s in found.get(SCOPES_KEY, "").split(",") if s),
             channel=channel,
+            user=user,
+            permissions=tuple(str(p) for p in permissions),
         )
 
 
@@ -121,3 +146,17 @@ def owner_filter(context: Any) -> str | None:
     """The owner a call is confined to; None for admins and other services."""
     caller = caller_of(context)
     return None if caller is None else caller.owner_filter
+
+
+def auth_filters(context: Any) -> dict[str, dict[str, Any]]:
+    """The filters the project's auth handlers returned while serving this call,
+    by resource ("threads", "assistants", "crons")."""
+    metadata: Sequence[tuple[str, Any]] = context.invocation_metadata() or ()
+    raw = next((v for k, v in metadata if k == AUTH_FILTERS_KEY and isinstance(v, str)), None)
+    found = json.loads(raw) if raw else {}
+    return {k: v for k, v in found.items() if isinstance(v, dict) and v}
+
+
+def auth_filter(context: Any, resource: str) -> dict[str, Any] | None:
+    """The filter for `resource`; None when there is none."""
+    return auth_filters(context).get(resource)

@@ -18,6 +18,7 @@ from waybill.gateway import observability, project_http
 from waybill.gateway.auth import KeyRing, authorize, platform_signed
 from waybill.gateway.errors import validation_error
 from waybill.gateway.peers import Peers
+from waybill.gateway.project_auth import ProjectAuth
 from waybill.gateway.routes import (
     assistants,
     channels,
@@ -44,7 +45,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
         app.state.settings = settings
         app.state.keyring = KeyRing.from_settings(settings)
-        if not app.state.keyring.enabled:
+        app.state.project_auth = ProjectAuth.from_project(settings.project())
+        if app.state.project_auth is not None:
+            log.info("Auth: the project's @auth.authenticate and @auth.on handlers.")
+        elif not app.state.keyring.enabled:
             log.warning(
                 "AUTH IS OFF: every request acts as the one local user. Set WAYBILL_API_KEY "
                 "(or auth.principals in the YAML config) before exposing this gateway."

@@ -13,6 +13,11 @@ platforms' webhooks are listed as `PLATFORM_SIGNED`: no API key, the platform's
 own signature, verified by the Channels service. The
 principal travels to the services as gRPC metadata, added by the interceptors
 below to every call made while serving the request.
+
+With the project's own auth (`auth` in langgraph.json, see project_auth.py) its
+`@auth.authenticate` is the authentication of every API route, and its handlers
+authorize; Waybill's own keys (WAYBILL_API_KEY, the config's principals, the
+internal token) still work beside it, as operators' keys.
 """
 
 from __future__ import annotations
@@ -29,9 +34,17 @@ from typing import Any
 import grpc
 from fastapi import HTTPException, Request
 
-from waybill.common.identity import LOCAL_USER, ROLE_SCOPES, SCOPES, Principal, every_scope
+from waybill.common.identity import (
+    AUTH_FILTERS_KEY,
+    LOCAL_USER,
+    ROLE_SCOPES,
+    SCOPES,
+    Principal,
+    every_scope,
+)
 from waybill.common.logs import bind_run
 from waybill.common.settings import Settings
+from waybill.gateway.project_auth import CURRENT_FILTERS
 
 log = logging.getLogger("waybill.gateway.auth")
 
@@ -115,6 +128,31 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,
 }
 
+# Waybill's own routes on a thread (no LangGraph Platform equivalent): with the
+# project's auth, each is authorized as the thread's `read` (GET) or `update`, and
+# the handler's filter reaches admission's lookup of the thread or run.
+THREAD_EXTENSIONS = {
+    f"{RUN}/receipt",
+    f"{RUN}/workspace-changes",
+    f"{RUN}/deliveries",
+    f"{RUN}/events",
+    f"{THREAD}/outputs",
+    f"{THREAD}/outputs/{{path:path}}",
+    f"{THREAD}/uploads",
+    f"{THREAD}/webhooks",
+    f"{THREAD}/webhooks/{{subscription_id}}",
+    f"{THREAD}/token-usage",
+}
+
+# LangGraph Platform's own routes that Waybill keeps for admins: with the project's
+# auth, any authenticated user may call them and the project's handlers decide.
+HANDLER_AUTHORIZED = {
+    ("POST", "/assistants"),
+    ("PATCH", "/assistants/{assistant_id}"),
+    ("DELETE", "/assistants/{assistant_id}"),
+    ("POST", "/assistants/{assistant_id}/latest"),
+}
+
 # The principal of the request being served; the gRPC interceptors read it.
 CURRENT_PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
     "waybill_principal", default=None
@@ -152,6 +190,17 @@ class KeyRing:
     @property
     def enabled(self) -> bool:
         return bool(self.by_digest or self.internal_digest)
+
+    def recognizes(self, headers: Any) -> bool:
+        """Whether the request presents one of Waybill's own keys (or the internal token)."""
+        key = presented_key(headers)
+        if key is None:
+            return False
+        key_digest = digest(key)
+        internal = self.internal_digest
+        return key_digest in self.by_digest or bool(
+            internal and hmac.compare_digest(key_digest, internal)
+        )
 
     def owner(self, user_id: str) -> Principal | None:
         return next((p for p in self.by_digest.values() if p.user_id == user_id), None)
@@ -220,17 +269,34 @@ def required_scope(method: str, path: str) -> str | None:
     return ROUTE_SCOPES.get((method, path))
 
 
+async def authenticate(request: Request) -> Principal:
+    """Waybill's own keys first (operators, the internal token); then the project's
+    `@auth.authenticate` when langgraph.json has `auth`; else the keyring's verdict."""
+    keyring: KeyRing = request.app.state.keyring
+    project_auth = getattr(request.app.state, "project_auth", None)
+    if project_auth is None or keyring.recognizes(request.headers):
+        return keyring.authenticate(request.headers)
+    return await project_auth.authenticate(request)  # type: ignore[no-any-return]
+
+
 async def authorize(request: Request) -> Principal:
     """The dependency every API router has: authenticate, then check the route's scope."""
-    keyring: KeyRing = request.app.state.keyring
-    principal = keyring.authenticate(request.headers)
-    route = request.scope.get("route")
-    scope = required_scope(request.method, getattr(route, "path", ""))
+    CURRENT_FILTERS.set(None)
+    principal = await authenticate(request)
+    route_path = getattr(request.scope.get("route"), "path", "")
+    scope = required_scope(request.method, route_path)
     if scope is None or scope == PLATFORM_SIGNED:
         raise HTTPException(403, f"{request.method} {request.url.path} has no permission rule.")
-    if scope and not principal.allows(scope):
+    handlers_decide = (
+        principal.by_project_auth and (request.method, route_path) in HANDLER_AUTHORIZED
+    )
+    if scope and not principal.allows(scope) and not handlers_decide:
         raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
     request.state.principal = principal
+    if principal.by_project_auth and route_path in THREAD_EXTENSIONS:
+        action = "read" if request.method == "GET" else "update"
+        value: dict[str, Any] = {"thread_id": request.path_params.get("thread_id"), "metadata": {}}
+        await request.app.state.project_auth.authorize(request, "threads", action, value)
     CURRENT_PRINCIPAL.set(principal)
     bind_run(user_id=principal.user_id)
     return principal
@@ -254,6 +320,9 @@ def _with_principal(details: Any) -> Any:
     if principal is None:
         return details
     metadata = list(details.metadata or ()) + principal.to_metadata()
+    filters = CURRENT_FILTERS.get()
+    if filters:  # the project's handlers' filters, enforced by admission
+        metadata.append((AUTH_FILTERS_KEY, json.dumps(filters, sort_keys=True)))
     return grpc.aio.ClientCallDetails(
         details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
     )

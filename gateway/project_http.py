@@ -283,7 +283,7 @@ class CustomRoutes(BaseRoute):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.guard is not None and scope["type"] == "http":
             try:
-                self.guard(scope)
+                await self.guard(scope)
             except HTTPException as refused:
                 response = JSONResponse(
                     {"detail": refused.detail}, refused.status_code, headers=refused.headers
@@ -293,13 +293,19 @@ class CustomRoutes(BaseRoute):
         await self.handler(scope, receive, send)
 
 
-def authenticated(keyring_of: Callable[[Scope], Any]) -> Callable[[Scope], None]:
-    """A guard: the request must carry the API's credentials; the principal is
-    `request.user` / `request.auth` in the custom route, as on the Platform."""
+def authenticated(authenticate: Callable[[Any], Any]) -> Callable[[Scope], Any]:
+    """A guard: the request must carry the API's credentials (the project's own
+    `@auth.authenticate` when it has one); the principal is `request.user` /
+    `request.auth` in the custom route, as on the Platform."""
     from starlette.requests import Request
 
-    def guard(scope: Scope) -> None:
-        principal = keyring_of(scope).authenticate(Request(scope).headers)
+    async def guard(scope: Scope) -> None:
+        request = Request(scope)
+        principal = await authenticate(request)
+        if principal.by_project_auth:  # the user its handler returned, its permissions
+            scope["user"] = request.state.project_user
+            scope["auth"] = AuthCredentials(list(principal.permissions))
+            return
         scope["user"] = SimpleUser(principal.user_id)
         scope["auth"] = AuthCredentials(sorted(principal.scopes))
 
@@ -314,7 +320,9 @@ def mount_user_app(app: FastAPI, user_app: Starlette, config: HttpConfig) -> Non
     user_app.user_middleware = []  # applied once, below
     guard = None
     if config.on("enable_custom_route_auth"):
-        guard = authenticated(lambda scope: scope["app"].state.keyring)
+        from waybill.gateway.auth import authenticate
+
+        guard = authenticated(authenticate)
     if config.middleware_order == "auth_first":
         route = CustomRoutes(user_app, guard, middleware)
     else:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import call
+from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import (
     AssistantCount,
@@ -49,6 +50,7 @@ def _json(value: dict[str, Any] | None) -> bytes:
 
 
 async def _assistant(request: Request, assistant_id: str) -> admission_pb2.Assistant:
+    await authorize(request, "assistants", "read", {"assistant_id": assistant_id})
     return await call(
         peers_of(request).admission.GetAssistant(
             admission_pb2.GetAssistantRequest(assistant_id=assistant_id)
@@ -58,6 +60,17 @@ async def _assistant(request: Request, assistant_id: str) -> admission_pb2.Assis
 
 @router.post("/assistants")
 async def create_assistant(body: AssistantCreate, request: Request) -> dict[str, Any]:
+    value = {
+        "assistant_id": body.assistant_id,
+        "graph_id": body.graph_id,
+        "config": body.config or {},
+        "context": body.context or {},
+        "metadata": dict(body.metadata or {}),
+        "if_exists": body.if_exists,
+        "name": body.name,
+        "description": body.description,
+    }
+    await authorize(request, "assistants", "create", value)
     created = await call(
         peers_of(request).admission.CreateAssistant(
             admission_pb2.CreateAssistantRequest(
@@ -65,7 +78,7 @@ async def create_assistant(body: AssistantCreate, request: Request) -> dict[str,
                 graph_id=body.graph_id,
                 config_json=_json(body.config),
                 context_json=_json(body.context),
-                metadata_json=_json(body.metadata),
+                metadata_json=_json(stamped_metadata(value)),
                 name=body.name or "",
                 description=body.description or "",
                 if_exists=body.if_exists,
@@ -79,11 +92,13 @@ async def create_assistant(body: AssistantCreate, request: Request) -> dict[str,
 async def search_assistants(
     body: AssistantSearch, request: Request, response: Response
 ) -> list[dict[str, Any]]:
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "assistants", "search", searched)
     reply = await call(
         peers_of(request).admission.SearchAssistants(
             admission_pb2.SearchAssistantsRequest(
                 graph_id=body.graph_id or "",
-                metadata_json=_json(body.metadata),
+                metadata_json=_json(stamped_metadata(searched)),
                 name=body.name or "",
                 limit=body.limit,
                 offset=body.offset,
@@ -107,11 +122,13 @@ async def search_assistants(
 
 @router.post("/assistants/count")
 async def count_assistants(body: AssistantCount, request: Request) -> int:
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "assistants", "search", searched)
     reply = await call(
         peers_of(request).admission.CountAssistants(
             admission_pb2.CountAssistantsRequest(
                 graph_id=body.graph_id or "",
-                metadata_json=_json(body.metadata),
+                metadata_json=_json(stamped_metadata(searched)),
                 name=body.name or "",
             )
         )
@@ -123,6 +140,9 @@ async def count_assistants(body: AssistantCount, request: Request) -> int:
 async def patch_assistant(
     assistant_id: str, body: AssistantPatch, request: Request
 ) -> dict[str, Any]:
+    value: dict[str, Any] = {"assistant_id": assistant_id, "metadata": dict(body.metadata or {})}
+    value.update(graph_id=body.graph_id, config=body.config, context=body.context, name=body.name)
+    await authorize(request, "assistants", "update", value)
     patched = await call(
         peers_of(request).admission.PatchAssistant(
             admission_pb2.PatchAssistantRequest(
@@ -130,7 +150,7 @@ async def patch_assistant(
                 graph_id=body.graph_id or "",
                 config_json=_json(body.config),
                 context_json=_json(body.context),
-                metadata_json=_json(body.metadata),
+                metadata_json=_json(stamped_metadata(value) or body.metadata),
                 name=body.name,
                 description=body.description,
             )
@@ -150,6 +170,7 @@ async def delete_assistant(
             "DELETE /threads/{thread_id} (POST /threads/search with "
             '{"metadata": {"assistant_id": ...}} finds them).',
         )
+    await authorize(request, "assistants", "delete", {"assistant_id": assistant_id})
     await call(
         peers_of(request).admission.DeleteAssistant(
             admission_pb2.DeleteAssistantRequest(assistant_id=assistant_id)
@@ -162,6 +183,7 @@ async def delete_assistant(
 async def list_assistant_versions(
     assistant_id: str, body: AssistantVersionsSearch, request: Request
 ) -> list[dict[str, Any]]:
+    await authorize(request, "assistants", "read", {"assistant_id": assistant_id})
     reply = await call(
         peers_of(request).admission.ListAssistantVersions(
             admission_pb2.ListAssistantVersionsRequest(
@@ -179,6 +201,8 @@ async def list_assistant_versions(
 async def set_latest_assistant_version(
     assistant_id: str, body: AssistantVersionChange, request: Request
 ) -> dict[str, Any]:
+    value = {"assistant_id": assistant_id, "version": body.version, "metadata": {}}
+    await authorize(request, "assistants", "update", value)
     chosen = await call(
         peers_of(request).admission.SetLatestAssistantVersion(
             admission_pb2.SetLatestAssistantVersionRequest(
@@ -230,3 +254,13 @@ async def get_assistant_subgraphs(
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def _search_value(body: AssistantSearch | AssistantCount) -> dict[str, Any]:
+    """What an `assistants.search` handler sees (LangGraph's `AssistantsSearch`)."""
+    return {
+        "graph_id": body.graph_id,
+        "metadata": dict(body.metadata or {}),
+        "limit": getattr(body, "limit", None),
+        "offset": getattr(body, "offset", None),
+    }

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import call
+from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import without_webhook
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch
@@ -38,6 +39,29 @@ def cron_to_dict(cron: admission_pb2.Cron) -> dict[str, Any]:
     }
 
 
+async def _authorized_create(
+    request: Request, body: CronCreate, thread_id: str = ""
+) -> admission_pb2.CreateCronRequest:
+    """The project's `crons.create` handler sees the cron (its assistant goes through
+    `assistants.read`, and a thread's cron's thread through `threads.read`, as on
+    LangGraph Platform); its stamp is stored."""
+    value = {
+        "payload": body.kwargs(),
+        "schedule": body.schedule,
+        "cron_id": None,
+        "thread_id": thread_id or None,
+        "user_id": request.state.principal.user_id,
+        "end_time": body.end_time,
+        "metadata": dict(body.metadata or {}),
+    }
+    await authorize(request, "crons", "create", value)
+    await authorize(request, "assistants", "read", {"assistant_id": body.assistant_id})
+    if thread_id:
+        await authorize(request, "threads", "read", {"thread_id": thread_id})
+    stamped = body.model_copy(update={"metadata": stamped_metadata(value)})
+    return _create_request(stamped, request, thread_id)
+
+
 def _create_request(
     body: CronCreate, request: Request, thread_id: str = ""
 ) -> admission_pb2.CreateCronRequest:
@@ -58,28 +82,30 @@ def _create_request(
 @router.post("/runs/crons")
 async def create_cron(body: CronCreate, request: Request) -> dict[str, Any]:
     """A cron that runs on a fresh thread each time it fires."""
-    created = await call(peers_of(request).admission.CreateCron(_create_request(body, request)))
+    cron_request = await _authorized_create(request, body)
+    created = await call(peers_of(request).admission.CreateCron(cron_request))
     return cron_to_dict(created)
 
 
 @router.post("/threads/{thread_id}/runs/crons")
 async def create_thread_cron(thread_id: UUID, body: CronCreate, request: Request) -> dict[str, Any]:
     """A cron whose every firing runs on this thread."""
-    created = await call(
-        peers_of(request).admission.CreateCron(_create_request(body, request, str(thread_id)))
-    )
+    cron_request = await _authorized_create(request, body, str(thread_id))
+    created = await call(peers_of(request).admission.CreateCron(cron_request))
     return cron_to_dict(created)
 
 
 @router.post("/runs/crons/search")
 async def search_crons(body: CronSearch, request: Request) -> list[dict[str, Any]]:
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "crons", "search", searched)
     reply = await call(
         peers_of(request).admission.SearchCrons(
             admission_pb2.SearchCronsRequest(
                 assistant_id=body.assistant_id or "",
                 thread_id=str(body.thread_id or ""),
                 enabled=body.enabled,
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
                 limit=body.limit,
                 offset=body.offset,
                 sort_by=body.sort_by or "",
@@ -95,12 +121,14 @@ async def search_crons(body: CronSearch, request: Request) -> list[dict[str, Any
 
 @router.post("/runs/crons/count")
 async def count_crons(body: CronCount, request: Request) -> int:
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "crons", "search", searched)
     reply = await call(
         peers_of(request).admission.CountCrons(
             admission_pb2.SearchCronsRequest(
                 assistant_id=body.assistant_id or "",
                 thread_id=str(body.thread_id or ""),
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
             )
         )
     )
@@ -109,6 +137,7 @@ async def count_crons(body: CronCount, request: Request) -> int:
 
 @router.get("/runs/crons/{cron_id}")
 async def get_cron(cron_id: UUID, request: Request) -> dict[str, Any]:
+    await authorize(request, "crons", "read", {"cron_id": cron_id})
     found = await call(
         peers_of(request).admission.GetCron(admission_pb2.GetCronRequest(cron_id=str(cron_id)))
     )
@@ -118,6 +147,10 @@ async def get_cron(cron_id: UUID, request: Request) -> dict[str, Any]:
 @router.patch("/runs/crons/{cron_id}")
 async def update_cron(cron_id: UUID, body: CronPatch, request: Request) -> dict[str, Any]:
     given = body.model_fields_set
+    value = {"cron_id": cron_id, "metadata": dict(body.metadata or {})}
+    await authorize(request, "crons", "update", value)
+    if body.metadata is not None:  # a stamp is stored with the metadata the patch sets
+        body = body.model_copy(update={"metadata": stamped_metadata(value)})
     kwargs = without_webhook(body.kwargs(), request.app.state.http)
     patch = admission_pb2.PatchCronRequest(
         cron_id=str(cron_id),
@@ -136,7 +169,19 @@ async def update_cron(cron_id: UUID, body: CronPatch, request: Request) -> dict[
 
 @router.delete("/runs/crons/{cron_id}", status_code=204)
 async def delete_cron(cron_id: UUID, request: Request) -> Response:
+    await authorize(request, "crons", "delete", {"cron_id": cron_id})
     await call(
         peers_of(request).admission.DeleteCron(admission_pb2.GetCronRequest(cron_id=str(cron_id)))
     )
     return Response(status_code=204)
+
+
+def _search_value(body: CronSearch | CronCount) -> dict[str, Any]:
+    """What a `crons.search` handler sees (LangGraph's `CronsSearch`)."""
+    return {
+        "assistant_id": body.assistant_id,
+        "thread_id": body.thread_id,
+        "metadata": dict(body.metadata or {}),
+        "limit": getattr(body, "limit", None),
+        "offset": getattr(body, "offset", None),
+    }

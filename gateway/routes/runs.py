@@ -18,6 +18,7 @@ from waybill.common import codec
 from waybill.common.tracing import run_span
 from waybill.gateway.observability import observed_stream
 from waybill.gateway.peers import Peers, call
+from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import shape_run
 from waybill.gateway.routes.threads import forget_runs, peers_of, remove_thread
 from waybill.gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
@@ -67,8 +68,34 @@ def run_request(
 async def start_run(
     peers: Peers, thread_id: str, body: RunCreate, request: Request
 ) -> common_pb2.Run:
+    body = await authorized_run(request, thread_id, body)
     request_message = run_request(thread_id, body, request, idempotency_key(request))
     return await call(peers.admission.StartRun(request_message))
+
+
+async def authorized_run(request: Request, thread_id: str, body: RunCreate) -> Any:
+    """The project's `threads.create_run` handler sees the run (LangGraph's
+    `RunsCreate`); the metadata it stamps is the run's (and so its thread's). Its
+    `assistants.read` handler's filter applies to the run's assistant, unless that
+    is a graph's system assistant (admission checks), as on LangGraph Platform."""
+    value = {
+        "thread_id": thread_id,
+        "assistant_id": body.assistant_id,
+        "run_id": None,
+        "status": "pending",
+        "metadata": dict(body.metadata or {}),
+        "prevent_insert_if_inflight": True,
+        "multitask_strategy": body.multitask_strategy or "enqueue",
+        "if_not_exists": body.if_not_exists,
+        "after_seconds": body.after_seconds or 0,
+        "kwargs": body.kwargs(),
+    }
+    await authorize(request, "assistants", "read", {"assistant_id": body.assistant_id})
+    if await authorize(request, "threads", "create_run", value) is None and value["metadata"] == (
+        body.metadata or {}
+    ):
+        return body
+    return body.model_copy(update={"metadata": stamped_metadata(value)})
 
 
 async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
@@ -153,6 +180,7 @@ async def list_runs(
     offset: int = 0,
     status: str | None = None,
 ) -> list[dict[str, Any]]:
+    await authorize(request, "threads", "search", {"thread_id": thread_id, "metadata": {}})
     reply = await call(
         peers_of(request).admission.ListRuns(
             admission_pb2.ListRunsRequest(
@@ -176,11 +204,13 @@ async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
 async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, Any]:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     return codec.run_to_dict(await get_run_record(peers_of(request), thread_id, run_id))
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
 async def delete_run(thread_id: UUID, run_id: UUID, request: Request) -> Response:
+    await authorize(request, "threads", "delete", {"thread_id": thread_id, "run_id": run_id})
     peers = peers_of(request)
     await call(
         peers.admission.DeleteRun(
@@ -198,6 +228,7 @@ async def join_stream(
     request: Request,
     last_event_id: str | None = Header(default=None),
 ) -> Response:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
     from_seq, live_only = resume_point(last_event_id)
@@ -213,6 +244,7 @@ async def cancel_run(
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:
+    await authorize(request, "threads", "update", _cancel_value(thread_id, [run_id], action))
     peers = peers_of(request)
     run = await call(
         peers.admission.CancelRun(
@@ -229,6 +261,7 @@ async def cancel_run(
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> JSONResponse:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
     return JSONResponse(await final_values(peers, run))
@@ -241,6 +274,8 @@ async def cancel_runs(
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:
     """Cancel several runs through the durable cancel path; 404 when none matches."""
+    value = _cancel_value(body.thread_id, body.run_ids or [], action, body.status)
+    await authorize(request, "threads", "update", value)
     await call(
         peers_of(request).admission.CancelRuns(
             admission_pb2.CancelRunsRequest(
@@ -252,6 +287,17 @@ async def cancel_runs(
         )
     )
     return Response(status_code=204)
+
+
+def _cancel_value(
+    thread_id: Any, run_ids: list[Any], action: str, status: str | None = None
+) -> dict[str, Any]:
+    """What a `threads.update` handler sees for a cancel (as on LangGraph Platform)."""
+    return {
+        "thread_id": thread_id,
+        "action": action,
+        "metadata": {"run_ids": run_ids, "status": status},
+    }
 
 
 # ---- stateless runs: a temporary thread per run ---------------------------------
@@ -324,6 +370,12 @@ async def create_stateless_run(body: RunCreate, request: Request) -> JSONRespons
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
 
 
+async def authorized_batch_run(request: Request, one: BatchRunCreate) -> BatchRunCreate:
+    thread_id = str(one.thread_id) if one.thread_id is not None else ""
+    authorized: BatchRunCreate = await authorized_run(request, thread_id, one)
+    return authorized
+
+
 def batch_request(one: BatchRunCreate, request: Request) -> admission_pb2.StartRunRequest:
     if one.thread_id is None:
         return stateless_request(one, str(uuid.uuid4()), request)
@@ -339,6 +391,7 @@ async def create_stateless_runs(
     if not body:
         return []
     peers = peers_of(request)
+    body = [await authorized_batch_run(request, one) for one in body]
     batch = admission_pb2.StartRunsRequest(runs=[batch_request(one, request) for one in body])
     reply = await call(peers.admission.StartRuns(batch))
     for run, one in zip(reply.runs, body, strict=True):

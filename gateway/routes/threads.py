@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
+from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.schemas import (
     ThreadCount,
     ThreadCreate,
@@ -30,11 +31,13 @@ def peers_of(request: Request) -> Peers:
 async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
     if body.thread_id is not None and not codec.is_uuid(body.thread_id):
         raise HTTPException(422, f"thread_id '{body.thread_id}' is not a UUID")
+    value = {"thread_id": body.thread_id, "metadata": body.metadata, "if_exists": body.if_exists}
+    await authorize(request, "threads", "create", value)
     thread = await call(
         peers_of(request).admission.CreateThread(
             admission_pb2.CreateThreadRequest(
                 thread_id=body.thread_id or "",
-                metadata_json=codec.dumps(body.metadata),
+                metadata_json=codec.dumps(stamped_metadata(value)),
                 if_exists=body.if_exists,
             )
         )
@@ -44,10 +47,12 @@ async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
 
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str, Any]]:
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "threads", "search", searched)
     reply = await call(
         peers_of(request).admission.SearchThreads(
             admission_pb2.SearchThreadsRequest(
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
                 values_json=codec.dumps(body.values or {}),
                 status=body.status or "",
                 ids=[str(thread_id) for thread_id in body.ids or []],
@@ -63,10 +68,12 @@ async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str,
 
 @router.post("/threads/count")
 async def count_threads(body: ThreadCount, request: Request) -> int:
+    searched = _search_value(body)  # the handler may add to its metadata
+    await authorize(request, "threads", "search", searched)
     reply = await call(
         peers_of(request).admission.CountThreads(
             admission_pb2.CountThreadsRequest(
-                metadata_json=codec.dumps(body.metadata or {}),
+                metadata_json=codec.dumps(stamped_metadata(searched)),
                 values_json=codec.dumps(body.values or {}),
                 status=body.status or "",
             )
@@ -77,6 +84,7 @@ async def count_threads(body: ThreadCount, request: Request) -> int:
 
 @router.get("/threads/{thread_id}")
 async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     thread = await call(
         peers_of(request).admission.GetThread(
             admission_pb2.GetThreadRequest(thread_id=str(thread_id))
@@ -87,10 +95,12 @@ async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
 
 @router.patch("/threads/{thread_id}")
 async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> dict[str, Any]:
+    value = {"thread_id": thread_id, "metadata": body.metadata}
+    await authorize(request, "threads", "update", value)
     thread = await call(
         peers_of(request).admission.PatchThread(
             admission_pb2.PatchThreadRequest(
-                thread_id=str(thread_id), metadata_json=codec.dumps(body.metadata)
+                thread_id=str(thread_id), metadata_json=codec.dumps(stamped_metadata(value))
             )
         )
     )
@@ -99,6 +109,7 @@ async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> 
 
 @router.delete("/threads/{thread_id}", status_code=204)
 async def delete_thread(thread_id: UUID, request: Request) -> Response:
+    await authorize(request, "threads", "delete", {"thread_id": thread_id})
     await remove_thread(peers_of(request), str(thread_id))
     return Response(status_code=204)
 
@@ -156,6 +167,7 @@ async def _state(
 
 @router.get("/threads/{thread_id}/state")
 async def get_thread_state(thread_id: UUID, request: Request, subgraphs: bool = False) -> Response:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     return await _state(request, thread_id, subgraphs=subgraphs)
 
 
@@ -163,6 +175,7 @@ async def get_thread_state(thread_id: UUID, request: Request, subgraphs: bool = 
 async def get_thread_state_at(
     thread_id: UUID, checkpoint_id: str, request: Request, subgraphs: bool = False
 ) -> Response:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     return await _state(request, thread_id, checkpoint_id, subgraphs)
 
 
@@ -170,6 +183,7 @@ async def get_thread_state_at(
 async def update_thread_state(
     thread_id: UUID, body: ThreadStateUpdate, request: Request
 ) -> Response:
+    await authorize(request, "threads", "update", {"thread_id": thread_id, "metadata": {}})
     peers = peers_of(request)
     thread = await call(
         peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id)))
@@ -197,14 +211,17 @@ async def update_thread_state(
 @router.post("/threads/{thread_id}/copy")
 async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     peers = peers_of(request)
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     source = await call(
         peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id)))
     )
     if source.status == "busy":
         raise HTTPException(409, f"Thread {thread_id} has a run in progress; copy it afterwards.")
+    value = {"thread_id": None, "metadata": codec.loads(source.metadata_json, {})}
+    await authorize(request, "threads", "create", value)
     copy = await call(
         peers.admission.CreateThread(
-            admission_pb2.CreateThreadRequest(metadata_json=source.metadata_json)
+            admission_pb2.CreateThreadRequest(metadata_json=codec.dumps(stamped_metadata(value)))
         )
     )
     await call(
@@ -219,6 +236,7 @@ async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
 
 @router.post("/threads/{thread_id}/history")
 async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Request) -> Response:
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     graph_id = await _graph_of(peers, thread_id)
     before = body.before
@@ -236,3 +254,15 @@ async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Requ
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def _search_value(body: ThreadSearch | ThreadCount) -> dict[str, Any]:
+    """What a `threads.search` handler sees (LangGraph's `ThreadsSearch`)."""
+    return {
+        "metadata": body.metadata or {},
+        "values": body.values or {},
+        "status": body.status,
+        "limit": getattr(body, "limit", None),
+        "offset": getattr(body, "offset", None),
+        "thread_id": None,
+    }

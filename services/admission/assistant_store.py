@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
 from waybill.common.errors import conflict, not_found
+from waybill.services.admission.auth_filters import matches
 from waybill.services.admission.json_filters import contains
 from waybill.services.admission.records import AssistantRecord
 from waybill.services.admission.tables import assistant_versions, assistants
@@ -36,6 +37,7 @@ class AssistantFilter:
     graph_id: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     name: str = ""
+    auth: dict[str, Any] | None = None  # the project's auth filter on metadata
 
 
 def _assistant(row: Row[Any]) -> AssistantRecord:
@@ -231,10 +233,20 @@ class AssistantStore:
         async with self.engine.connect() as conn:
             return await self._current(conn, assistant_id)
 
+    async def passes(self, assistant_id: str, auth: dict[str, Any]) -> bool:
+        """Whether the assistant's metadata passes the project's auth filter."""
+        query = select(assistants.c.assistant_id).where(
+            assistants.c.assistant_id == assistant_id,
+            matches(assistants.c.metadata, auth, self.is_postgres),
+        )
+        async with self.engine.connect() as conn:
+            return (await conn.execute(query)).first() is not None
+
     def _where(self, query: Select[Any], wanted: AssistantFilter) -> Select[Any]:
         query = query.where(
             assistants.c.graph_id.in_(wanted.served_graphs),
             contains(assistants.c.metadata, wanted.metadata, self.is_postgres),
+            matches(assistants.c.metadata, wanted.auth, self.is_postgres),
         )
         if wanted.graph_id:
             query = query.where(assistants.c.graph_id == wanted.graph_id)

@@ -29,6 +29,10 @@ BOTH_CONFIGURABLE_AND_CONTEXT = (
 )
 
 
+# The project's auth filter on assistants' metadata; None: no filter.
+Filter = dict[str, Any] | None
+
+
 def read_only(assistant: AssistantRecord) -> ServiceError:
     return ServiceError(
         grpc.StatusCode.ABORTED,
@@ -176,8 +180,12 @@ class AssistantCatalog:
             return None  # an assistant of a graph this server does not serve is hidden
         return found
 
-    async def resolve_for_run(self, assistant_id: str) -> AssistantRecord:
+    async def resolve_for_run(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
+        """The run's assistant. The project's auth filter applies to assistants users
+        made, not to the graphs' system assistants (as on LangGraph Platform)."""
         found = await self.find(assistant_id)
+        if found is not None and await self._hidden_from_runs(found, auth):
+            raise not_found(f"Assistant {assistant_id} not found.")
         if found is None:
             raise invalid(
                 f"assistant_id '{assistant_id}' names no assistant or graph; "
@@ -185,15 +193,21 @@ class AssistantCatalog:
             )
         return found
 
-    async def get(self, assistant_id: str) -> AssistantRecord:
+    async def _hidden_from_runs(self, found: AssistantRecord, auth: Filter) -> bool:
+        if not auth or found.assistant_id in self.system:
+            return False
+        return not await self.store.passes(found.assistant_id, auth)
+
+    async def get(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
+        """The assistant, if it exists and passes the project's auth filter."""
         found = await self.find(assistant_id)
-        if found is None:
+        if found is None or (auth and not await self.store.passes(found.assistant_id, auth)):
             raise not_found(f"Assistant {assistant_id} not found.")
         return found
 
-    async def _custom(self, assistant_id: str) -> AssistantRecord:
+    async def _custom(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
         """An assistant that may be changed: found, and not a system assistant."""
-        found = await self.get(assistant_id)
+        found = await self.get(assistant_id, auth)
         if found.assistant_id in self.system:
             raise read_only(found)
         return found
@@ -221,25 +235,31 @@ class AssistantCatalog:
         )
         return await self.store.create(record, draft.if_exists)
 
-    async def patch(self, assistant_id: str, changes: AssistantChanges) -> AssistantRecord:
+    async def patch(
+        self, assistant_id: str, changes: AssistantChanges, auth: Filter = None
+    ) -> AssistantRecord:
         if changes.graph_id:
             self.check_graph(changes.graph_id)
         mirrored(changes.config or {}, changes.context)  # refuse before anything is read
-        current = await self._custom(assistant_id)
+        current = await self._custom(assistant_id, auth)
         return await self.store.revise(current.assistant_id, changes.apply)
 
-    async def delete(self, assistant_id: str) -> None:
-        current = await self._custom(assistant_id)
+    async def delete(self, assistant_id: str, auth: Filter = None) -> None:
+        current = await self._custom(assistant_id, auth)
         await self.store.delete(current.assistant_id)
 
-    async def set_latest(self, assistant_id: str, version: int) -> AssistantRecord:
-        current = await self._custom(assistant_id)
+    async def set_latest(
+        self, assistant_id: str, version: int, auth: Filter = None
+    ) -> AssistantRecord:
+        current = await self._custom(assistant_id, auth)
         return await self.store.set_latest(current.assistant_id, version)
 
     # ---- reads -------------------------------------------------------------------
 
-    def filter(self, graph_id: str, metadata: dict[str, Any], name: str) -> AssistantFilter:
-        return AssistantFilter(self.graph_ids, graph_id, metadata, name)
+    def filter(
+        self, graph_id: str, metadata: dict[str, Any], name: str, auth: Filter = None
+    ) -> AssistantFilter:
+        return AssistantFilter(self.graph_ids, graph_id, metadata, name, auth)
 
     async def search(
         self, wanted: AssistantFilter, limit: int, offset: int, sort_by: str, sort_order: str
@@ -250,7 +270,12 @@ class AssistantCatalog:
         return await self.store.count(wanted)
 
     async def versions(
-        self, assistant_id: str, metadata: dict[str, Any], limit: int, offset: int
+        self,
+        assistant_id: str,
+        metadata: dict[str, Any],
+        limit: int,
+        offset: int,
+        auth: Filter = None,
     ) -> list[AssistantRecord]:
-        current = await self.get(assistant_id)
+        current = await self.get(assistant_id, auth)
         return await self.store.versions(current.assistant_id, metadata, limit, offset)

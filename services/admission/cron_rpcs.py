@@ -15,7 +15,14 @@ from typing import Any
 from waybill.common import codec
 from waybill.common.errors import forbidden, invalid
 from waybill.common.grpc_server import translate_errors
-from waybill.common.identity import LOCAL_USER, Principal, caller_of, owner_filter
+from waybill.common.identity import (
+    LOCAL_USER,
+    Principal,
+    auth_filter,
+    auth_filters,
+    caller_of,
+    owner_filter,
+)
 from waybill.services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
 from waybill.services.admission.crons import (
     ON_RUN_COMPLETED,
@@ -82,20 +89,24 @@ class CronRpcs:
     clock: SystemClock
 
     async def _checked_run(
-        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        filters: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[RunRecord, str | None]:
         raise NotImplementedError  # the servicer's
 
     def _wake_scheduler(self) -> None:
         raise NotImplementedError  # the servicer's
 
-    async def _checked(self, cron: CronRecord, caller: Principal | None) -> None:
-        """Every StartRun rule on the payload, for the caller; fixes the assistant's id."""
+    async def _checked(self, cron: CronRecord, caller: Principal | None, context: Any) -> None:
+        """Every StartRun rule on the payload, for the caller (and the project's auth
+        filters on its thread and assistant); fixes the assistant's id."""
         if caller is not None and not caller.allows("runs:create"):
             # A cron starts runs in its owner's name: no more than the owner may.
             raise forbidden("A cron starts runs: this API key lacks the 'runs:create' scope.")
         _no_sealed_secrets(cron.kwargs)
-        run, _ = await self._checked_run(_probe(cron), caller)
+        run, _ = await self._checked_run(_probe(cron), caller, auth_filters(context))
         cron.assistant_id = run.assistant_id
 
     @translate_errors
@@ -127,19 +138,20 @@ class CronRpcs:
             owner_role=caller.role,
             owner_scopes=sorted(caller.scopes),
         )
-        await self._checked(cron, caller)
+        await self._checked(cron, caller, context)
         await self.cron_store.insert(cron)
         self._wake_scheduler()
         return cron.to_proto()
 
     @translate_errors
     async def GetCron(self, request, context):  # type: ignore[no-untyped-def]
-        return (await self.cron_store.get(request.cron_id, owner_filter(context))).to_proto()
+        cron = await self.cron_store.get(request.cron_id, owner_filter(context), _crons(context))
+        return cron.to_proto()
 
     @translate_errors
     async def PatchCron(self, request, context):  # type: ignore[no-untyped-def]
-        owner = owner_filter(context)
-        cron = await self.cron_store.get(request.cron_id, owner)
+        owner, auth = owner_filter(context), _crons(context)
+        cron = await self.cron_store.get(request.cron_id, owner, auth)
         now = self.clock.now()
         timing_changed = self._patch_timing(cron, request, now)
         if request.HasField("on_run_completed"):
@@ -151,8 +163,8 @@ class CronRpcs:
         if timing_changed:
             cron.next_run_at = cron.timing.next_after(now)
         cron.updated_at = codec.now_utc()
-        await self._checked(cron, caller_of(context))
-        await self.cron_store.replace(cron, owner, rescheduled=timing_changed)
+        await self._checked(cron, caller_of(context), context)
+        await self.cron_store.replace(cron, owner, rescheduled=timing_changed, auth=auth)
         self._wake_scheduler()
         return cron.to_proto()
 
@@ -173,7 +185,7 @@ class CronRpcs:
 
     @translate_errors
     async def DeleteCron(self, request, context):  # type: ignore[no-untyped-def]
-        await self.cron_store.delete(request.cron_id, owner_filter(context))
+        await self.cron_store.delete(request.cron_id, owner_filter(context), _crons(context))
         return admission_pb2.DeleteCronResponse()
 
     @translate_errors
@@ -190,12 +202,16 @@ class CronRpcs:
         query.sort_order = request.sort_order or "desc"
         if query.sort_order not in ("asc", "desc"):
             raise invalid("sort_order must be asc or desc.")
-        found = await self.cron_store.search(query, limit, request.offset, owner_filter(context))
+        found = await self.cron_store.search(
+            query, limit, request.offset, owner_filter(context), _crons(context)
+        )
         return admission_pb2.SearchCronsResponse(crons=[cron.to_proto() for cron in found])
 
     @translate_errors
     async def CountCrons(self, request, context):  # type: ignore[no-untyped-def]
-        count = await self.cron_store.count(self._cron_query(request), owner_filter(context))
+        count = await self.cron_store.count(
+            self._cron_query(request), owner_filter(context), _crons(context)
+        )
         return admission_pb2.CountCronsResponse(count=count)
 
     def _cron_query(self, request: admission_pb2.SearchCronsRequest) -> CronQuery:
@@ -210,3 +226,8 @@ class CronRpcs:
             enabled=request.enabled if request.HasField("enabled") else None,
             metadata=_json_object(request.metadata_json, "metadata"),
         )
+
+
+def _crons(context: Any) -> dict[str, Any] | None:
+    """The project's auth filter on crons."""
+    return auth_filter(context, "crons")

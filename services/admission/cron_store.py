@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
 from waybill.common.errors import not_found
+from waybill.services.admission.auth_filters import matches
 from waybill.services.admission.crons import CronRecord
 from waybill.services.admission.json_filters import contains
 from waybill.services.admission.records import ACTIVE_STATUSES
@@ -104,6 +105,10 @@ def _values(record: CronRecord) -> dict[str, Any]:
     }
 
 
+# The project's auth filter on crons' metadata; None: no filter.
+Filter = dict[str, Any] | None
+
+
 def _owned_by(owner: str | None) -> list[Any]:
     return [] if owner is None else [crons.c.owner_id == owner]
 
@@ -118,11 +123,15 @@ class CronStore:
             await conn.execute(insert(crons).values(**_values(record)))
             await notify(conn, crons_payload())  # every replica's scheduler re-reads its next due
 
-    async def get(self, cron_id: str, owner: str | None = None) -> CronRecord:
+    def _visible(self, owner: str | None, auth: Filter) -> list[Any]:
+        """Confined to `owner`'s crons, and to those the project's auth filter passes."""
+        return [*_owned_by(owner), matches(crons.c.metadata, auth, self.is_postgres)]
+
+    async def get(self, cron_id: str, owner: str | None = None, auth: Filter = None) -> CronRecord:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(crons).where(crons.c.cron_id == cron_id, *_owned_by(owner))
+                    select(crons).where(crons.c.cron_id == cron_id, *self._visible(owner, auth))
                 )
             ).first()
         if row is None:
@@ -130,7 +139,11 @@ class CronStore:
         return _cron(row)
 
     async def replace(
-        self, record: CronRecord, owner: str | None = None, rescheduled: bool = False
+        self,
+        record: CronRecord,
+        owner: str | None = None,
+        rescheduled: bool = False,
+        auth: Filter = None,
     ) -> None:
         """Write a changed cron. Its next firing is written only when the change
         moved it: the scheduler may have moved it on meanwhile, and putting an
@@ -142,23 +155,23 @@ class CronStore:
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(crons)
-                .where(crons.c.cron_id == record.cron_id, *_owned_by(owner))
+                .where(crons.c.cron_id == record.cron_id, *self._visible(owner, auth))
                 .values(**values)
             )
             if not result.rowcount:
                 raise not_found(f"Cron {record.cron_id} not found.")
             await notify(conn, crons_payload())
 
-    async def delete(self, cron_id: str, owner: str | None = None) -> None:
+    async def delete(self, cron_id: str, owner: str | None = None, auth: Filter = None) -> None:
         async with self.engine.begin() as conn:
             result = await conn.execute(
-                delete(crons).where(crons.c.cron_id == cron_id, *_owned_by(owner))
+                delete(crons).where(crons.c.cron_id == cron_id, *self._visible(owner, auth))
             )
             if not result.rowcount:
                 raise not_found(f"Cron {cron_id} not found.")
 
-    def _filters(self, query: CronQuery, owner: str | None) -> list[Any]:
-        clauses: list[Any] = list(_owned_by(owner))
+    def _filters(self, query: CronQuery, owner: str | None, auth: Filter) -> list[Any]:
+        clauses: list[Any] = self._visible(owner, auth)
         if query.assistant_id:
             clauses.append(crons.c.assistant_id == query.assistant_id)
         if query.thread_id:
@@ -170,13 +183,18 @@ class CronStore:
         return clauses
 
     async def search(
-        self, query: CronQuery, limit: int, offset: int, owner: str | None = None
+        self,
+        query: CronQuery,
+        limit: int,
+        offset: int,
+        owner: str | None = None,
+        auth: Filter = None,
     ) -> list[CronRecord]:
         column = SORT_COLUMNS[query.sort_by]
         order = column.asc() if query.sort_order == "asc" else column.desc()
         statement = (
             select(crons)
-            .where(*self._filters(query, owner))
+            .where(*self._filters(query, owner, auth))
             .order_by(order, crons.c.cron_id)
             .limit(limit)
             .offset(offset)
@@ -184,8 +202,10 @@ class CronStore:
         async with self.engine.connect() as conn:
             return [_cron(row) for row in (await conn.execute(statement)).all()]
 
-    async def count(self, query: CronQuery, owner: str | None = None) -> int:
-        statement = select(func.count()).select_from(crons).where(*self._filters(query, owner))
+    async def count(self, query: CronQuery, owner: str | None = None, auth: Filter = None) -> int:
+        statement = (
+            select(func.count()).select_from(crons).where(*self._filters(query, owner, auth))
+        )
         async with self.engine.connect() as conn:
             return int((await conn.execute(statement)).scalar_one())
 

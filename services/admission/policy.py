@@ -193,11 +193,8 @@ def auth_user_of(caller: Principal | None, identity: dict[str, Any]) -> dict[str
 
 
 def _permissions_of(caller: Principal | None) -> list[str]:
-    permissions = getattr(caller, "permissions", None)  # a custom authenticator's
-    if isinstance(permissions, list | tuple):  # kept in its order
-        return [str(permission) for permission in permissions]
-    if isinstance(permissions, set | frozenset):
-        return sorted(str(permission) for permission in permissions)
+    if caller is not None and caller.by_project_auth:  # the project's authenticator's,
+        return list(caller.permissions)  # kept in its order
     return sorted(caller.scopes) if caller is not None else []
 
 

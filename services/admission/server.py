@@ -14,7 +14,15 @@ from sqlalchemy.exc import IntegrityError
 from waybill.common import codec
 from waybill.common.errors import ServiceError, busy, invalid, refused
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
-from waybill.common.identity import LOCAL_USER, Principal, acting_user, caller_of, owner_filter
+from waybill.common.identity import (
+    LOCAL_USER,
+    Principal,
+    acting_user,
+    auth_filter,
+    auth_filters,
+    caller_of,
+    owner_filter,
+)
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.sealed import SecretsUnavailable, secrets_key
 from waybill.common.settings import BUILTIN_GRAPHS, Settings, get_settings
@@ -101,6 +109,11 @@ def _thread_query(request: Any) -> ThreadQuery:
     return query
 
 
+def _threads_filter(context: Any) -> dict[str, Any] | None:
+    """The project's auth filter on threads (runs are seen through their thread)."""
+    return auth_filter(context, "threads")
+
+
 def _search_query(request: admission_pb2.SearchThreadsRequest) -> ThreadQuery:
     query = _thread_query(request)
     for thread_id in request.ids:
@@ -153,21 +166,23 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
-        record = await self.store.get_thread(_thread_id(request.thread_id), owner_filter(context))
+        record = await self.store.get_thread(
+            _thread_id(request.thread_id), owner_filter(context), _threads_filter(context)
+        )
         return record.to_proto()
 
     @translate_errors
     async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
         metadata = _json_object(request.metadata_json, "metadata")
         record = await self.store.patch_thread(
-            _thread_id(request.thread_id), metadata, owner_filter(context)
+            _thread_id(request.thread_id), metadata, owner_filter(context), _threads_filter(context)
         )
         return record.to_proto()
 
     @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
         run_ids = await self.store.delete_thread(
-            _thread_id(request.thread_id), owner_filter(context)
+            _thread_id(request.thread_id), owner_filter(context), _threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
 
@@ -180,35 +195,43 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         if request.offset < 0:
             raise invalid("offset must not be negative.")
         records = await self.store.search_threads(
-            query, limit, request.offset, owner_filter(context)
+            query, limit, request.offset, owner_filter(context), _threads_filter(context)
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
     @translate_errors
     async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
-        count = await self.store.count_threads(_thread_query(request), owner_filter(context))
+        count = await self.store.count_threads(
+            _thread_query(request), owner_filter(context), _threads_filter(context)
+        )
         return admission_pb2.CountThreadsResponse(count=count)
 
     # ---- runs ----------------------------------------------------------------
 
     @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
-        return await self.start_run_as(request, caller_of(context))
+        return await self.start_run_as(request, caller_of(context), auth_filters(context))
 
     async def start_run_as(
-        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        filters: dict[str, dict[str, Any]] | None = None,
     ) -> common_pb2.Run:
         """StartRun's whole path (idempotency, every rule, the admit) for `caller`:
-        an HTTP request's principal, or a cron's owner when it fires."""
+        an HTTP request's principal, or a cron's owner when it fires. `filters`:
+        the project's auth filters by resource (on the thread, the assistant)."""
         user = caller.user_id if caller else LOCAL_USER.user_id
         key = key_for(request, user, self.settings.idempotency_seconds)
         if key is not None:  # a retry gets the run it created, and nothing starts
             found = await self.store.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
-        run, owner = await self._checked_run(request, caller)
+        run, owner = await self._checked_run(request, caller, filters)
         try:
-            await self._admit(run, request.if_not_exists, owner, key)
+            await self._admit(
+                run, request.if_not_exists, owner, key, (filters or {}).get("threads")
+            )
         except IntegrityError as error:
             found = await self.store.keyed_run(key) if key else None
             if key is not None and found is not None:
@@ -222,29 +245,37 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
         # Every request is checked before any run is stored: a bad one writes nothing.
-        caller = caller_of(context)
+        caller, filters = caller_of(context), auth_filters(context)
         checked = []
         for index, one in enumerate(request.runs):
             try:
-                checked.append((await self._checked_run(one, caller), one))
+                checked.append((await self._checked_run(one, caller, filters), one))
             except ServiceError as error:
                 raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
         for (run, owner), one in checked:
-            await self._admit(run, one.if_not_exists, owner, None)
+            await self._admit(run, one.if_not_exists, owner, None, filters.get("threads"))
         return admission_pb2.StartRunsResponse(runs=[run.to_proto() for (run, _), _ in checked])
 
     async def _checked_run(
-        self, request: admission_pb2.StartRunRequest, caller: Principal | None
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        filters: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[RunRecord, str | None]:
         """Every rule of `policy.py`, in its order; nothing is written.
         Returns the run to store and the owner its caller is confined to."""
         owner = caller.owner_filter if caller else None
-        assistant = await self.assistants.resolve_for_run(request.assistant_id)
+        filters = filters or {}
+        assistant = await self.assistants.resolve_for_run(
+            request.assistant_id, filters.get("assistants")
+        )
         allowed_models = self.allowed_models if self._governs_model(assistant.graph_id) else None
         run = build_run(request, assistant, allowed_models, caller)  # checks 1-4
         await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
         if_not_exists = request.if_not_exists or "reject"
-        thread = await self.store.thread_for_run(run.thread_id, owner, if_not_exists)  # 5
+        thread = await self.store.thread_for_run(
+            run.thread_id, owner, if_not_exists, filters.get("threads")
+        )  # 5
         owner_id = thread.owner_id if thread else run.owner_id
         identity = identity_of(caller, owner_id)
         run.kwargs = admitted_kwargs(  # check 6
@@ -265,7 +296,12 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         return (await self.store.get_run(found.thread_id, run_id)).to_proto()
 
     async def _admit(
-        self, run: RunRecord, if_not_exists: str, owner: str | None, key: IdempotencyKey | None
+        self,
+        run: RunRecord,
+        if_not_exists: str,
+        owner: str | None,
+        key: IdempotencyKey | None,
+        auth: dict[str, Any] | None = None,
     ) -> None:
         """Store a checked run; claim it for a free runner here at once when it may start."""
         runner = self.pool.reserve_slot(run.run_id)
@@ -273,7 +309,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         claimed = False
         try:
             with run_span("admission.admit", run.run_id, run.thread_id, run.owner_id):
-                await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key)
+                await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key, auth)
             claimed = runner is not None and run.lease_owner is not None
         finally:
             if runner is not None and not claimed:
@@ -309,7 +345,10 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
         record = await self.store.get_run(
-            _thread_id(request.thread_id), request.run_id, owner_filter(context)
+            _thread_id(request.thread_id),
+            request.run_id,
+            owner_filter(context),
+            _threads_filter(context),
         )
         return record.to_proto()
 
@@ -322,13 +361,17 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             request.limit or 10,
             request.offset,
             owner_filter(context),
+            _threads_filter(context),
         )
         return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
 
     @translate_errors
     async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
         await self.store.delete_run(
-            _thread_id(request.thread_id), request.run_id, owner_filter(context)
+            _thread_id(request.thread_id),
+            request.run_id,
+            owner_filter(context),
+            _threads_filter(context),
         )
         return admission_pb2.DeleteRunResponse()
 
@@ -343,7 +386,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         sort_order = request.sort_order or "desc"
         if sort_order not in ("asc", "desc"):
             raise invalid("sort_order must be asc or desc.")
-        wanted = self._assistant_filter(request)
+        wanted = self._assistant_filter(request, context)
         found, has_more = await self.assistants.search(wanted, limit, offset, sort_by, sort_order)
         return admission_pb2.SearchAssistantsResponse(
             assistants=[a.to_proto() for a in found], has_more=has_more
@@ -351,16 +394,18 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def CountAssistants(self, request, context):  # type: ignore[no-untyped-def]
-        count = await self.assistants.count(self._assistant_filter(request))
+        count = await self.assistants.count(self._assistant_filter(request, context))
         return admission_pb2.CountAssistantsResponse(count=count)
 
-    def _assistant_filter(self, request: Any) -> AssistantFilter:
+    def _assistant_filter(self, request: Any, context: Any) -> AssistantFilter:
         metadata = _json_object(request.metadata_json, "metadata")
-        return self.assistants.filter(request.graph_id, metadata, request.name)
+        auth = auth_filter(context, "assistants")
+        return self.assistants.filter(request.graph_id, metadata, request.name, auth)
 
     @translate_errors
     async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        return (await self.assistants.get(request.assistant_id)).to_proto()
+        auth = auth_filter(context, "assistants")
+        return (await self.assistants.get(request.assistant_id, auth)).to_proto()
 
     @translate_errors
     async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
@@ -391,25 +436,28 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             name=request.name if request.HasField("name") else None,
             description=request.description if request.HasField("description") else None,
         )
-        return (await self.assistants.patch(request.assistant_id, changes)).to_proto()
+        auth = auth_filter(context, "assistants")
+        return (await self.assistants.patch(request.assistant_id, changes, auth)).to_proto()
 
     @translate_errors
     async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        await self.assistants.delete(request.assistant_id)
+        await self.assistants.delete(request.assistant_id, auth_filter(context, "assistants"))
         return admission_pb2.DeleteAssistantResponse()
 
     @translate_errors
     async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
         limit, offset = _page(request.limit, request.offset)
         metadata = _json_object(request.metadata_json, "metadata")
-        found = await self.assistants.versions(request.assistant_id, metadata, limit, offset)
+        auth = auth_filter(context, "assistants")
+        found = await self.assistants.versions(request.assistant_id, metadata, limit, offset, auth)
         return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
 
     @translate_errors
     async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
         if request.version < 1:
             raise invalid("version must be a positive integer.")
-        found = await self.assistants.set_latest(request.assistant_id, request.version)
+        auth = auth_filter(context, "assistants")
+        found = await self.assistants.set_latest(request.assistant_id, request.version, auth)
         return found.to_proto()
 
     # ---- the runners' work stream ------------------------------------------------
@@ -479,7 +527,11 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
         with run_span("admission.cancel", request.run_id, request.thread_id, action=action):
             run = await self.store.request_cancel(
-                _thread_id(request.thread_id), request.run_id, action, owner_filter(context)
+                _thread_id(request.thread_id),
+                request.run_id,
+                action,
+                owner_filter(context),
+                _threads_filter(context),
             )
         # The first action wins: tell the runner the one that was stored.
         if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
@@ -502,7 +554,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
                 if not codec.is_uuid(run_id):
                     raise invalid(f"run_ids: '{run_id}' is not a UUID.")
         runs = await self.store.request_cancel_many(
-            thread_id, run_ids, status, action, owner_filter(context)
+            thread_id, run_ids, status, action, owner_filter(context), _threads_filter(context)
         )
         for run in runs:
             # The first action wins: tell each runner the one that was stored.
@@ -539,7 +591,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     @translate_errors
     async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
-        return await token_usage(self.store, request, caller_of(context))
+        return await token_usage(self.store, request, caller_of(context), _threads_filter(context))
 
 
 async def main() -> None:

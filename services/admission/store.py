@@ -30,6 +30,7 @@ from waybill.common import codec
 from waybill.common.errors import busy, conflict, not_found
 from waybill.common.sql import migrate
 from waybill.common.usage import TokenCount, summarize
+from waybill.services.admission.auth_filters import visible_runs, visible_threads
 from waybill.services.admission.idempotency import IdempotencyKey, KeyedRun
 from waybill.services.admission.log_closes import owe_close
 from waybill.services.admission.metrics import RUNS_FINISHED
@@ -96,6 +97,10 @@ RUN_END = update(runs).where(
     runs.c.epoch == bindparam("ending_epoch"),
     runs.c.status.in_(bindparam("ending_sources", expanding=True)),
 )
+
+
+# The project's auth filter for threads (and runs through them); None: no filter.
+Filter = dict[str, Any] | None
 
 
 def _owned_by(owner: str | None) -> list[Any]:
@@ -165,9 +170,11 @@ class AdmissionStore:
         return ThreadRecord(thread_id, metadata, "idle", now, now, owner_id=owner_id)
 
     async def _get_thread(
-        self, conn: AsyncConnection, thread_id: str, lock: bool = False
+        self, conn: AsyncConnection, thread_id: str, lock: bool = False, auth: Filter = None
     ) -> ThreadRecord | None:
-        query = select(*thread_columns()).where(threads.c.thread_id == thread_id)
+        query = select(*thread_columns()).where(
+            threads.c.thread_id == thread_id, visible_threads(auth, self.is_postgres)
+        )
         if lock and self.is_postgres:
             query = query.with_for_update(of=threads)
         row = (await conn.execute(query)).first()
@@ -182,35 +189,49 @@ class AdmissionStore:
         return (_thread(row), bool(row.has_active_run)) if row else (None, False)
 
     async def _owned_thread(
-        self, conn: AsyncConnection, thread_id: str, owner: str | None, lock: bool = False
+        self,
+        conn: AsyncConnection,
+        thread_id: str,
+        owner: str | None,
+        lock: bool = False,
+        auth: Filter = None,
     ) -> ThreadRecord:
-        """The thread, if `owner` may see it; another user's thread is simply not found."""
-        record = await self._get_thread(conn, thread_id, lock)
+        """The thread, if `owner` may see it and it passes the project's auth filter;
+        another user's thread is simply not found."""
+        record = await self._get_thread(conn, thread_id, lock, auth)
         if record is None or not record.visible_to(owner):
             raise not_found(f"Thread {thread_id} not found.")
         return record
 
     async def thread_for_run(
-        self, thread_id: str, owner: str | None, if_not_exists: str
+        self, thread_id: str, owner: str | None, if_not_exists: str, auth: Filter = None
     ) -> ThreadRecord | None:
         """The run's thread if `owner` may use it; None when it will be created."""
         async with self.engine.connect() as conn:
             record, _ = await self._thread_to_admit_on(conn, thread_id, lock=False)
-        if record is None and if_not_exists == "create":
-            return None
-        if record is None or not record.visible_to(owner):
-            raise not_found(f"Thread {thread_id} not found.")
+            if record is None and if_not_exists == "create":
+                return None
+            if record is None or not record.visible_to(owner):
+                raise not_found(f"Thread {thread_id} not found.")
+            if auth and await self._get_thread(conn, thread_id, auth=auth) is None:
+                raise not_found(f"Thread {thread_id} not found.")  # the auth filter excludes it
         return record
 
-    async def get_thread(self, thread_id: str, owner: str | None = None) -> ThreadRecord:
+    async def get_thread(
+        self, thread_id: str, owner: str | None = None, auth: Filter = None
+    ) -> ThreadRecord:
         async with self.engine.connect() as conn:
-            return await self._owned_thread(conn, thread_id, owner)
+            return await self._owned_thread(conn, thread_id, owner, auth=auth)
 
     async def patch_thread(
-        self, thread_id: str, metadata: dict[str, Any], owner: str | None = None
+        self,
+        thread_id: str,
+        metadata: dict[str, Any],
+        owner: str | None = None,
+        auth: Filter = None,
     ) -> ThreadRecord:
         async with self.engine.begin() as conn:
-            record = await self._owned_thread(conn, thread_id, owner, lock=True)
+            record = await self._owned_thread(conn, thread_id, owner, lock=True, auth=auth)
             record.metadata = {**record.metadata, **metadata}
             record.updated_at = codec.now_utc()
             await conn.execute(
@@ -220,10 +241,12 @@ class AdmissionStore:
             )
         return record
 
-    async def delete_thread(self, thread_id: str, owner: str | None = None) -> list[str]:
+    async def delete_thread(
+        self, thread_id: str, owner: str | None = None, auth: Filter = None
+    ) -> list[str]:
         """Delete the thread and its runs; returns the deleted runs' ids."""
         async with self._thread_locks[thread_id], self.engine.begin() as conn:
-            await self._owned_thread(conn, thread_id, owner, lock=True)
+            await self._owned_thread(conn, thread_id, owner, lock=True, auth=auth)
             if await self._has_active_run(conn, thread_id):
                 raise busy(f"Thread {thread_id} has an active run; cancel it before deleting.")
             deleted = await conn.execute(
@@ -245,11 +268,20 @@ class AdmissionStore:
             return [str(thread_id) for thread_id in (await conn.execute(statement)).scalars()]
 
     async def search_threads(
-        self, query: ThreadQuery, limit: int, offset: int, owner: str | None = None
+        self,
+        query: ThreadQuery,
+        limit: int,
+        offset: int,
+        owner: str | None = None,
+        auth: Filter = None,
     ) -> list[ThreadRecord]:
         statement = (
             select(*thread_columns())
-            .where(*filters(query, self.is_postgres), *_owned_by(owner))
+            .where(
+                *filters(query, self.is_postgres),
+                *_owned_by(owner),
+                visible_threads(auth, self.is_postgres),
+            )
             .order_by(*ordering(query))
             .limit(limit)
             .offset(offset)
@@ -258,11 +290,17 @@ class AdmissionStore:
             rows = (await conn.execute(statement)).all()
         return [_thread(row) for row in rows]
 
-    async def count_threads(self, query: ThreadQuery, owner: str | None = None) -> int:
+    async def count_threads(
+        self, query: ThreadQuery, owner: str | None = None, auth: Filter = None
+    ) -> int:
         statement = (
             select(func.count())
             .select_from(threads)
-            .where(*filters(query, self.is_postgres), *_owned_by(owner))
+            .where(
+                *filters(query, self.is_postgres),
+                *_owned_by(owner),
+                visible_threads(auth, self.is_postgres),
+            )
         )
         async with self.engine.connect() as conn:
             return int((await conn.execute(statement)).scalar_one())
@@ -288,6 +326,7 @@ class AdmissionStore:
         lease: Lease | None = None,
         owner: str | None = None,
         key: IdempotencyKey | None = None,
+        auth: Filter = None,
     ) -> RunRecord:
         """Insert `run` as pending, honouring its thread's multitask strategy.
 
@@ -299,6 +338,12 @@ class AdmissionStore:
             thread, thread_busy = await self._thread_to_admit_on(conn, run.thread_id)
             if thread is not None and not thread.visible_to(owner):
                 raise not_found(f"Thread {run.thread_id} not found.")
+            if (
+                thread is not None
+                and auth
+                and not await self._get_thread(conn, run.thread_id, auth=auth)
+            ):
+                raise not_found(f"Thread {run.thread_id} not found.")  # the auth filter excludes it
             if thread is None and if_not_exists != "create":
                 raise not_found(f"Thread {run.thread_id} not found.")
             if thread is not None:
@@ -397,7 +442,13 @@ class AdmissionStore:
         return bool((await conn.execute(query)).scalar())
 
     async def request_cancel_many(
-        self, thread_id: str, run_ids: list[str], status: str, action: str, owner: str | None = None
+        self,
+        thread_id: str,
+        run_ids: list[str],
+        status: str,
+        action: str,
+        owner: str | None = None,
+        auth: Filter = None,
     ) -> list[RunRecord]:
         """Record a cancel for several runs: the listed runs of one thread, or every
         run with `status` (pending, running or all). Finished runs among the listed
@@ -410,6 +461,7 @@ class AdmissionStore:
             query = query.where(runs.c.thread_id == thread_id, runs.c.run_id.in_(run_ids))
         if owner is not None:  # someone else's runs are never found, let alone cancelled
             query = query.where(runs.c.owner_id == owner)
+        query = query.where(visible_runs(auth, self.is_postgres))
         async with self.engine.begin() as conn:
             rows = (await conn.execute(query.order_by(runs.c.created_at))).all()
             if not rows:
@@ -423,11 +475,17 @@ class AdmissionStore:
                 cancelled.append(record)
         return cancelled
 
-    async def get_run(self, thread_id: str, run_id: str, owner: str | None = None) -> RunRecord:
+    async def get_run(
+        self, thread_id: str, run_id: str, owner: str | None = None, auth: Filter = None
+    ) -> RunRecord:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(runs).where(runs.c.run_id == run_id, runs.c.thread_id == thread_id)
+                    select(runs).where(
+                        runs.c.run_id == run_id,
+                        runs.c.thread_id == thread_id,
+                        visible_runs(auth, self.is_postgres),
+                    )
                 )
             ).first()
         if row is None or (owner is not None and row.owner_id != owner):
@@ -441,9 +499,10 @@ class AdmissionStore:
         limit: int,
         offset: int,
         owner: str | None = None,
+        auth: Filter = None,
     ) -> list[RunRecord]:
         async with self.engine.connect() as conn:
-            await self._owned_thread(conn, thread_id, owner)  # 404 for someone else's
+            await self._owned_thread(conn, thread_id, owner, auth=auth)  # 404 for someone else's
         query = select(runs).where(runs.c.thread_id == thread_id)
         if status:
             query = query.where(runs.c.status == status)
@@ -451,8 +510,10 @@ class AdmissionStore:
         async with self.engine.connect() as conn:
             return [_run(row) for row in (await conn.execute(query)).all()]
 
-    async def delete_run(self, thread_id: str, run_id: str, owner: str | None = None) -> None:
-        record = await self.get_run(thread_id, run_id, owner)
+    async def delete_run(
+        self, thread_id: str, run_id: str, owner: str | None = None, auth: Filter = None
+    ) -> None:
+        record = await self.get_run(thread_id, run_id, owner, auth)
         if record.status in ACTIVE_STATUSES:
             raise busy(f"Run {run_id} is {record.status}; cancel it before deleting it.")
         async with self.engine.begin() as conn:
@@ -570,13 +631,22 @@ class AdmissionStore:
         return True, ""
 
     async def request_cancel(
-        self, thread_id: str, run_id: str, action: str, owner: str | None = None
+        self,
+        thread_id: str,
+        run_id: str,
+        action: str,
+        owner: str | None = None,
+        auth: Filter = None,
     ) -> RunRecord:
         """Record a cancel request; the first action wins. Only active runs qualify."""
         async with self.engine.begin() as conn:
             row = (
                 await conn.execute(
-                    select(runs).where(runs.c.run_id == run_id, runs.c.thread_id == thread_id)
+                    select(runs).where(
+                        runs.c.run_id == run_id,
+                        runs.c.thread_id == thread_id,
+                        visible_runs(auth, self.is_postgres),
+                    )
                 )
             ).first()
             if row is None or (owner is not None and row.owner_id != owner):

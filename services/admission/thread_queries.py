@@ -75,9 +75,9 @@ def filters(query: ThreadQuery, is_postgres: bool) -> list[ColumnElement[bool]]:
     if query.ids:
         clauses.append(threads.c.thread_id.in_(query.ids))
     if query.metadata:
-        clauses.append(_contains(threads.c.metadata, query.metadata, is_postgres))
+        clauses.append(contains_json(threads.c.metadata, query.metadata, is_postgres))
     if query.values:
-        clauses.append(_contains(threads.c["values"], query.values, is_postgres))
+        clauses.append(contains_json(threads.c["values"], query.values, is_postgres))
     return clauses
 
 
@@ -91,7 +91,7 @@ def ordering(query: ThreadQuery) -> list[ColumnElement[Any]]:
     return [key.desc(), threads.c.thread_id.desc()]
 
 
-def _contains(
+def contains_json(
     column: ColumnElement[Any], pattern: dict[str, Any], is_postgres: bool
 ) -> ColumnElement[bool]:
     if is_postgres:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import grpc
 
@@ -55,12 +56,13 @@ async def token_usage(
     store: AdmissionStore,
     request: admission_pb2.GetTokenUsageRequest,
     caller: Principal | None,
+    auth: dict[str, Any] | None = None,
 ) -> admission_pb2.TokenUsage:
     if request.thread_id:
         if not codec.is_uuid(request.thread_id):
             raise invalid(f"thread_id: '{request.thread_id}' is not a UUID.")
         owner = caller.owner_filter if caller else None
-        thread = await store.get_thread(request.thread_id, owner)  # 404 for someone else's
+        thread = await store.get_thread(request.thread_id, owner, auth)  # 404 for someone else's
         usage, runs = await summed_usage(
             store.engine, thread.owner_id, thread.thread_id, thread.created_at
         )

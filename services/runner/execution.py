@@ -46,7 +46,7 @@ from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
-from waybill.services.runner.owned_store import OwnedStore
+from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.record_sink import RecordSink
 from waybill.services.runner.run_journal import RunJournal, delivery_record, with_callbacks
 from waybill.services.runner.stats import STATS
@@ -308,7 +308,7 @@ class RunExecution:
             "threads.create_run",
             self.config,
             checkpointer=self.checkpointer,
-            store=OwnedStore(self.graphs.store, owner),
+            store=store_of(self.graphs.store, owner),
             user=run_user(self.config, owner, []),
             # The factory sees the whole context, as on LangGraph Platform (its graph's
             # schema is not known before it is built).

@@ -5,6 +5,10 @@ at ("users", <user_id>, "memories"), and everything that user reads, searches
 or lists is confined to that prefix, which is stripped again on the way out.
 The API (through `caller_of`) and a graph at run time (through its run's
 owner) see the same namespaces, and neither can reach another user's.
+
+With the project's own auth (`auth` in langgraph.json) there is no prefix, as on
+LangGraph Platform: the project's `@auth.on.store` handlers scope the namespaces
+(the gateway runs them), and a graph sees the store as it would there.
 """
 
 from __future__ import annotations
@@ -25,7 +29,17 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from waybill.common.settings import get_settings
+
 USERS = "users"
+
+
+def store_of(inner: BaseStore, owner_id: str) -> BaseStore:
+    """The store as `owner_id` sees it (see the module's docstring)."""
+    project = get_settings().project()
+    if project is not None and project.section("auth"):
+        return inner
+    return OwnedStore(inner, owner_id)
 
 
 class OwnedStore(BaseStore):

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import grpc
 from langgraph.errors import InvalidUpdateError
-from langgraph.store.base import NOT_PROVIDED, SearchItem
+from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
@@ -28,7 +28,7 @@ from waybill.services.runner.graphs import (
     RunUser,
 )
 from waybill.services.runner.journal_link import JournalLink
-from waybill.services.runner.owned_store import OwnedStore
+from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
 from waybill.services.runner.schema import check as check_schema
 from waybill.services.runner.state import EMPTY_STATE, snapshot_to_dict
@@ -179,9 +179,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     # ---- the long-term store -------------------------------------------------------
 
-    def _store(self, context: Any) -> OwnedStore:
+    def _store(self, context: Any) -> BaseStore:
         """The caller's own namespaces of the store (see owned_store.py)."""
-        return OwnedStore(self.graphs.store, acting_user(context))
+        return store_of(self.graphs.store, acting_user(context))
 
     @translate_errors
     async def StorePut(self, request, context):  # type: ignore[no-untyped-def]

@@ -1,0 +1,104 @@
+"""The project's auth filters as admission applies them in SQL, on SQLite and on
+Postgres: plain values, `$eq`, `$contains` (one value or several), `$or`, `$and`;
+and the principal that carries the project's user to the services."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stacks import fresh_postgres_database
+from waybill.common.identity import Principal
+from waybill.common.settings import Settings
+from waybill.common.sql import create_engine
+from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.thread_queries import ThreadQuery
+
+THREADS = {
+    "a": {"owner": "alice", "tags": ["red", "blue"], "level": 1},
+    "b": {"owner": "bob", "tags": ["blue"], "level": 2},
+    "c": {"owner": "carol", "tags": [], "level": 1},
+}
+IDS = {
+    "a": "00000000-0000-4000-8000-00000000000a",
+    "b": "00000000-0000-4000-8000-00000000000b",
+    "c": "00000000-0000-4000-8000-00000000000c",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AdmissionStore]:
+    if request.param == "postgres":
+        with fresh_postgres_database() as url:
+            async for opened in _open(Settings(data_dir=tmp_path, database_url=url)):
+                yield opened
+    else:
+        async for opened in _open(Settings(data_dir=tmp_path)):
+            yield opened
+
+
+async def _open(settings: Settings) -> AsyncIterator[AdmissionStore]:
+    store = AdmissionStore(create_engine(settings.sqlalchemy_url("admission")))
+    await store.migrate()
+    for name, metadata in THREADS.items():
+        await store.create_thread(IDS[name], metadata, "raise", metadata["owner"])
+    yield store
+    await store.engine.dispose()
+
+
+async def visible(store: AdmissionStore, auth: dict[str, Any]) -> set[str]:
+    found = await store.search_threads(ThreadQuery(), 100, 0, auth=auth)
+    by_id = {thread_id: name for name, thread_id in IDS.items()}
+    return {by_id[record.thread_id] for record in found}
+
+
+@pytest.mark.parametrize(
+    ("auth", "expected"),
+    [
+        ({"owner": "alice"}, {"a"}),
+        ({"owner": {"$eq": "bob"}}, {"b"}),
+        ({"level": 1}, {"a", "c"}),
+        ({"tags": {"$contains": "blue"}}, {"a", "b"}),
+        ({"tags": {"$contains": ["red", "blue"]}}, {"a"}),
+        ({"$or": [{"owner": "alice"}, {"owner": "carol"}]}, {"a", "c"}),
+        ({"$and": [{"level": 1}, {"tags": {"$contains": "red"}}]}, {"a"}),
+        ({"level": 1, "$or": [{"owner": "bob"}, {"owner": "carol"}]}, {"c"}),
+        ({"owner": "nobody"}, set()),
+    ],
+)
+async def test_filters_select_in_sql(
+    store: AdmissionStore, auth: dict[str, Any], expected: set[str]
+) -> None:
+    assert await visible(store, auth) == expected
+    assert await store.count_threads(ThreadQuery(), auth=auth) == len(expected)
+
+
+async def test_an_excluded_thread_is_not_found_and_not_written(store: AdmissionStore) -> None:
+    alice_only = {"owner": "alice"}
+    assert (await store.get_thread(IDS["a"], auth=alice_only)).metadata["owner"] == "alice"
+    with pytest.raises(Exception, match="not found"):
+        await store.get_thread(IDS["b"], auth=alice_only)
+    with pytest.raises(Exception, match="not found"):
+        await store.patch_thread(IDS["b"], {"owner": "alice"}, auth=alice_only)
+    with pytest.raises(Exception, match="not found"):
+        await store.delete_thread(IDS["b"], auth=alice_only)
+    assert (await store.get_thread(IDS["b"])).metadata == THREADS["b"]
+
+
+def test_the_project_user_travels_in_grpc_metadata() -> None:
+    user = {
+        "identity": "alice",
+        "display_name": "Alice",
+        "is_authenticated": True,
+        "permissions": ["read"],
+        "org": {"id": 7},
+    }
+    sent = Principal("alice", "user", frozenset({"threads:read"}), user=user, permissions=("read",))
+    received = Principal.from_metadata(sent.to_metadata())
+    assert received == sent
+    assert received is not None and received.owner_filter is None  # the handlers decide
+    plain = Principal.from_metadata(Principal("bob", "user").to_metadata())
+    assert plain is not None and plain.user is None and plain.owner_filter == "bob"
