@@ -16,7 +16,9 @@ the runner warns about each once at start-up instead of ignoring it.
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -321,6 +323,20 @@ class Project:
             path = str((self.root / path).resolve())
         return f"{path}{sep}{attribute}"
 
+    def import_target(self, key: str, target: str) -> Any:
+        """What `target` (the value of `key`, e.g. `http.app`) names, imported the
+        way the project's own code expects: env applied, local dependencies and the
+        project's folder importable. Any failure is a ProjectError naming the key."""
+        self.prepare_to_import()
+        if str(self.root) not in sys.path:
+            sys.path.insert(0, str(self.root))
+        try:
+            return load_attribute(self.resolve(target))
+        except ProjectError:
+            raise
+        except Exception as error:  # the project's code may raise anything as it imports
+            raise ProjectError(f"{key} {target!r}: cannot be loaded ({error})") from error
+
     # ---- graphs ----------------------------------------------------------------------
 
     def graphs(self) -> dict[str, GraphSpec]:
@@ -457,3 +473,40 @@ def _installed(requirement: Requirement) -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     return requirement.specifier.contains(version, prereleases=True)
+
+
+def load_attribute(location: str) -> Any:
+    """The object `path/to/file.py:name` or `package.module:name` names: a project's
+    graph, auth object, HTTP app or embedding function. A file may import the files
+    beside it; each file is imported once per process."""
+    module_path, _, attribute = location.rpartition(":")
+    if not module_path or not attribute:
+        raise ImportError(f"{location!r}: expected './file.py:name' or 'package.module:name'")
+    if module_path.endswith(".py"):
+        module = _module_from_file(Path(module_path))
+    else:
+        module = importlib.import_module(module_path)
+    if not hasattr(module, attribute):
+        raise AttributeError(f"{module_path} has no attribute '{attribute}'")
+    return getattr(module, attribute)
+
+
+def _module_from_file(path: Path) -> Any:
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {path}")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # let the file import its neighbours
+    name = f"waybill_project_{abs(hash(str(path)))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]  # a broken file is imported afresh once it is fixed
+        raise
+    return module

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import importlib.util
 import inspect
 import json
 import logging
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from fastapi import HTTPException, Request
@@ -122,7 +119,13 @@ class ProjectAuth:
         if not isinstance(section, dict) or not isinstance(section.get("path"), str):
             raise ProjectError('auth: expected {"path": "./auth.py:auth", ...}')
         assert project is not None
-        return cls(_load_auth(project.resolve(section["path"])))
+        found = project.import_target("auth.path", section["path"])
+        if not isinstance(found, Auth):
+            raise ProjectError(
+                f"auth.path {section['path']!r}: expected a langgraph_sdk.Auth object, got "
+                f"{type(found).__name__}"
+            )
+        return cls(found)
 
     # ---- authentication ---------------------------------------------------------------
 
@@ -221,36 +224,6 @@ def stamped_metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- loading ----------------------------------------------------------------------------
-
-
-def _load_auth(location: str) -> Auth:
-    module_path, _, attribute = location.rpartition(":")
-    if not module_path or not attribute:
-        raise ProjectError(f"auth.path {location!r}: expected './file.py:name' or 'module:name'")
-    if module_path.endswith(".py") or "/" in module_path:
-        module = _module_from_file(Path(module_path))
-    else:
-        module = importlib.import_module(module_path)
-    found = getattr(module, attribute, None)
-    if not isinstance(found, Auth):
-        raise ProjectError(
-            f"auth.path {location!r}: expected a langgraph_sdk.Auth object, got "
-            f"{type(found).__name__}"
-        )
-    return found
-
-
-def _module_from_file(path: Path) -> Any:
-    if not path.is_file():
-        raise ProjectError(f"auth.path: {path} does not exist")
-    name = f"waybill_project_auth_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ProjectError(f"auth.path: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _authenticate_parameters(fn: Callable[..., Any]) -> set[str]:

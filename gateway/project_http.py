@@ -22,13 +22,9 @@ As on LangGraph Platform (`langgraph_api/server.py`):
 from __future__ import annotations
 
 import fnmatch
-import importlib
-import importlib.util
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
@@ -207,49 +203,17 @@ def shape_run(kwargs: dict[str, Any], headers: Any, config: HttpConfig) -> dict[
 # ---- the project's import paths ------------------------------------------------
 
 
-def make_importable(project: Project) -> None:
-    """The project's env, local dependencies and own folder, before its code imports."""
-    project.prepare_to_import()
-    if str(project.root) not in sys.path:
-        sys.path.insert(0, str(project.root))
-
-
 # ---- http.app -------------------------------------------------------------------
 
 
 def load_user_app(project: Project, target: str) -> Starlette:
     """Import `http.app`; anything else than a Starlette/FastAPI app stops start-up."""
-    make_importable(project)
-    location, _, attribute = project.resolve(target).rpartition(":")
-    try:
-        module = _import(location)
-    except Exception as error:  # the project's code: any failure is the reason to report
-        raise ProjectError(f"http.app {target!r}: cannot be imported ({error!r})") from error
-    app = getattr(module, attribute, None)
-    if app is None:
-        raise ProjectError(f"http.app {target!r}: {location} has no attribute {attribute!r}")
+    app = project.import_target("http.app", target)
     if not isinstance(app, Starlette):
         raise ProjectError(
             f"http.app {target!r}: is a {type(app).__name__}, not a Starlette or FastAPI app"
         )
     return app
-
-
-def _import(location: str) -> Any:
-    if not location.endswith(".py"):
-        return importlib.import_module(location)
-    path = Path(location)
-    if not path.is_file():
-        raise FileNotFoundError(f"no file {path}")
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))  # its neighbours import, as the runner's graphs
-    spec = importlib.util.spec_from_file_location("waybill_user_http_app", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class CustomRoutes(BaseRoute):

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
-import importlib.util
 import inspect
-import sys
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from langchain_core.runnables import RunnableConfig
@@ -34,7 +30,7 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from langgraph_sdk.runtime import ServerRuntime, _ExecutionRuntime, _ReadRuntime
 
-from waybill.common.project import GraphSpec, ProjectError
+from waybill.common.project import GraphSpec, ProjectError, load_attribute
 
 AccessContext = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
 
@@ -44,26 +40,6 @@ class GraphNotFoundError(LookupError):
 
 
 # ---- loading ------------------------------------------------------------------------
-
-
-def _load_attribute(target: str) -> Any:
-    location, _, attribute = target.rpartition(":")
-    if location.endswith(".py"):
-        path = Path(location)
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))  # let the file import its neighbours
-        module_name = f"waybill_user_graph_{abs(hash(location))}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load graph file {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(location)
-    if not hasattr(module, attribute):
-        raise AttributeError(f"{location} has no attribute '{attribute}'")
-    return getattr(module, attribute)
 
 
 def _as_compiled(value: Any) -> Pregel:
@@ -218,7 +194,7 @@ class GraphRegistry:
         if graph_id not in self.specs:
             raise GraphNotFoundError(f"graph '{graph_id}' is not registered")
         if graph_id not in self._loaded:
-            value = _load_attribute(self.specs[graph_id].target)
+            value = load_attribute(self.specs[graph_id].target)
             if _is_factory(value):
                 self._arguments[graph_id] = _factory_arguments(value)
             self._loaded[graph_id] = value

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, TTLConfig, ensure_embeddings
 
-from waybill.common.project import Project, ProjectError
+from waybill.common.project import Project, ProjectError, load_attribute
 from waybill.common.settings import Settings
 
 TTL_KEYS = {"refresh_on_read", "default_ttl", "sweep_interval_minutes"}
@@ -73,11 +73,8 @@ def resolve_embeddings(embed: str, project: Project) -> Embeddings:
 
 
 def _function_of(location: str, given: str) -> Any:
-    # The graph loader imports files the same way (and lets them import neighbours).
-    from waybill.services.runner.graphs import _load_attribute
-
     try:
-        function = _load_attribute(location)
+        function = load_attribute(location)
     except Exception as error:  # the user's module may raise anything as it imports
         raise ProjectError(f"store.index.embed {given!r}: cannot be loaded ({error})") from error
     if not callable(function):
