@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 SCOPES = (
     "threads:read",
@@ -40,6 +41,8 @@ CHANNEL_KEY = "waybill-channel"
 AUTH_USER_KEY = "waybill-auth-user"
 PERMISSIONS_KEY = "waybill-permissions"
 AUTH_FILTERS_KEY = "waybill-auth-filters"
+# gRPC metadata values are printable ASCII: identities and JSON travel percent-encoded
+# (`metadata_value`), so a user named "José" or a filter on "équipe" passes.
 
 
 @dataclass(frozen=True)
@@ -82,20 +85,20 @@ class Principal:
 
     def to_metadata(self) -> list[tuple[str, str]]:
         pairs = [
-            (USER_KEY, self.user_id),
-            (ROLE_KEY, self.role),
+            (USER_KEY, metadata_value(self.user_id)),
+            (ROLE_KEY, metadata_value(self.role)),
             (SCOPES_KEY, ",".join(sorted(self.scopes))),
         ]
         if self.channel:
-            pairs.append((CHANNEL_KEY, json.dumps(self.channel, sort_keys=True)))
+            pairs.append((CHANNEL_KEY, metadata_value(json.dumps(self.channel, sort_keys=True))))
         if self.user is not None:
-            pairs.append((AUTH_USER_KEY, json.dumps(self.user, sort_keys=True)))
-            pairs.append((PERMISSIONS_KEY, json.dumps(list(self.permissions))))
+            pairs.append((AUTH_USER_KEY, metadata_value(json.dumps(self.user, sort_keys=True))))
+            pairs.append((PERMISSIONS_KEY, metadata_value(json.dumps(list(self.permissions)))))
         return pairs
 
     @classmethod
     def from_metadata(cls, metadata: Iterable[tuple[str, Any]]) -> Principal | None:
-        found = {key: value for key, value in metadata if isinstance(value, str)}
+        found = {key: unquote(value) for key, value in metadata if isinstance(value, str)}
         user_id = found.get(USER_KEY)
         if not user_id:
             return None
@@ -128,6 +131,8 @@ ROLE_SCOPES: dict[str, frozenset[str]] = {
 
 # The one user of a deployment that runs with auth off (the embedded default).
 LOCAL_USER = Principal(user_id="local", role="admin", scopes=every_scope())
+# The principal `WAYBILL_API_KEY` names.
+API_KEY_USER = Principal(user_id="admin", role="admin", scopes=every_scope())
 
 
 def caller_of(context: Any) -> Principal | None:
@@ -148,12 +153,17 @@ def owner_filter(context: Any) -> str | None:
     return None if caller is None else caller.owner_filter
 
 
+def metadata_value(text: str) -> str:
+    """`text` as a gRPC metadata value (see AUTH_FILTERS_KEY)."""
+    return quote(text)
+
+
 def auth_filters(context: Any) -> dict[str, dict[str, Any]]:
     """The filters the project's auth handlers returned while serving this call,
     by resource ("threads", "assistants", "crons")."""
     metadata: Sequence[tuple[str, Any]] = context.invocation_metadata() or ()
     raw = next((v for k, v in metadata if k == AUTH_FILTERS_KEY and isinstance(v, str)), None)
-    found = json.loads(raw) if raw else {}
+    found = json.loads(unquote(raw)) if raw else {}
     return {k: v for k, v in found.items() if isinstance(v, dict) and v}
 
 

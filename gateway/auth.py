@@ -35,12 +35,13 @@ import grpc
 from fastapi import HTTPException, Request
 
 from waybill.common.identity import (
+    API_KEY_USER,
     AUTH_FILTERS_KEY,
     LOCAL_USER,
     ROLE_SCOPES,
     SCOPES,
     Principal,
-    every_scope,
+    metadata_value,
 )
 from waybill.common.logs import bind_run
 from waybill.common.settings import Settings
@@ -183,7 +184,7 @@ class KeyRing:
             principal = Principal(spec.user_id, spec.role, scopes)
             by_digest[spec.key_sha256.lower()] = principal
         if settings.api_key:
-            by_digest[digest(settings.api_key)] = Principal("admin", "admin", every_scope())
+            by_digest[digest(settings.api_key)] = API_KEY_USER
         internal = digest(settings.internal_token) if settings.internal_token else None
         return cls(by_digest, internal)
 
@@ -322,7 +323,7 @@ def _with_principal(details: Any) -> Any:
     metadata = list(details.metadata or ()) + principal.to_metadata()
     filters = CURRENT_FILTERS.get()
     if filters:  # the project's handlers' filters, enforced by admission
-        metadata.append((AUTH_FILTERS_KEY, json.dumps(filters, sort_keys=True)))
+        metadata.append((AUTH_FILTERS_KEY, metadata_value(json.dumps(filters, sort_keys=True))))
     return grpc.aio.ClientCallDetails(
         details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
     )

@@ -290,6 +290,8 @@ def _normalized(returned: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
         raise HTTPException(500, "The auth handler returned no user identity.")
     fields.setdefault("display_name", fields["identity"])
     fields.setdefault("is_authenticated", True)
+    if isinstance(permissions, str):  # one permission, not its letters
+        permissions = [permissions]
     fields["permissions"] = [str(p) for p in permissions]
     as_json = json.loads(json.dumps(fields, default=str))  # what travels must be JSON
     return tuple(as_json["permissions"]), as_json
@@ -327,7 +329,7 @@ def _checked_filter(result: Any, where: str) -> dict[str, Any]:
         )
     _check_filter(result, where, depth=0)
     try:
-        json.dumps(result)
+        json.dumps(result, allow_nan=False)
     except (TypeError, ValueError):
         raise HTTPException(
             500, f"The auth handler for {where} returned a non-JSON filter."
@@ -343,9 +345,14 @@ def _check_filter(found: dict[str, Any], where: str, depth: int) -> None:
             if not isinstance(value, list) or len(value) < 2:
                 raise HTTPException(500, f"{key} in the auth filter of {where} needs 2+ filters.")
             for group in value:
-                if not isinstance(group, dict):
-                    raise HTTPException(500, f"{key} in the auth filter of {where}: not a dict.")
+                if not isinstance(group, dict) or not group:
+                    raise HTTPException(
+                        500, f"{key} in the auth filter of {where}: not a non-empty dict."
+                    )
                 _check_filter(group, where, depth + 1)
+        elif _matches_anything(value):
+            # Containing nothing is true of every row: fail closed, not open.
+            raise HTTPException(500, f"The auth filter of {where} on {key!r} is empty.")
         elif isinstance(value, dict) and (
             len(value) != 1 or next(iter(value)) not in FILTER_OPERATORS
         ):
@@ -354,3 +361,10 @@ def _check_filter(found: dict[str, Any], where: str, depth: int) -> None:
                 f"The auth filter of {where} on {key!r}: expected one of "
                 f"{', '.join(FILTER_OPERATORS)}.",
             )
+
+
+def _matches_anything(value: Any) -> bool:
+    """An empty list or object, as a value or an operator's operand."""
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in FILTER_OPERATORS:
+        value = next(iter(value.values()))
+    return isinstance(value, list | dict) and not value

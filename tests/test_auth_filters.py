@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import HTTPException
 
 from tests.stacks import fresh_postgres_database
 from waybill.common.identity import Principal
 from waybill.common.settings import Settings
 from waybill.common.sql import create_engine
+from waybill.gateway.project_auth import _checked_filter, _normalized
 from waybill.services.admission.store import AdmissionStore
 from waybill.services.admission.thread_queries import ThreadQuery
 
@@ -102,3 +104,38 @@ def test_the_project_user_travels_in_grpc_metadata() -> None:
     assert received is not None and received.owner_filter is None  # the handlers decide
     plain = Principal.from_metadata(Principal("bob", "user").to_metadata())
     assert plain is not None and plain.user is None and plain.owner_filter == "bob"
+
+
+def test_an_identity_beyond_ascii_travels_in_grpc_metadata() -> None:
+    user = {"identity": "José 山田", "team": "équipe", "is_authenticated": True}
+    sent = Principal("José 山田", "user", user=user, permissions=("écrire",))
+    pairs = sent.to_metadata()
+    assert all(value.isascii() for _, value in pairs)  # what gRPC accepts
+    assert Principal.from_metadata(pairs) == sent
+
+
+@pytest.mark.parametrize(
+    "handed",
+    [
+        {"teams": []},
+        {"teams": {"$contains": []}},
+        {"teams": {"$eq": {}}},
+        {"$or": [{}, {"owner": "alice"}]},
+        {"score": float("nan")},
+    ],
+)
+def test_a_filter_that_would_match_everything_is_refused(
+    handed: dict[str, Any],
+) -> None:
+    """Containing nothing is true of every row: such a filter fails closed (a 500
+    naming the handler), it never lets every resource through."""
+    with pytest.raises(HTTPException) as refused:
+        _checked_filter(handed, "threads.search")
+    assert refused.value.status_code == 500
+    assert "threads.search" in str(refused.value.detail)
+
+
+def test_a_single_permission_given_as_a_string_is_one_permission() -> None:
+    permissions, user = _normalized({"identity": "alice", "permissions": "admin"})
+    assert permissions == ("admin",)
+    assert user["permissions"] == ["admin"]

@@ -7,6 +7,7 @@ specific handler) behave as on LangGraph Platform."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import textwrap
 import uuid
@@ -25,6 +26,15 @@ from waybill.common.launch import Stack
 
 ADMIN_KEY = "operator-key-0000"
 OPERATOR = {"x-api-key": ADMIN_KEY}
+# A principal of Waybill's own config beside the project's auth: an ordinary user.
+DAVE_KEY = "dave-key-0000"
+DAVE_CONFIG = f"""
+auth:
+  principals:
+    - user_id: dave
+      role: user
+      key_sha256: {hashlib.sha256(DAVE_KEY.encode()).hexdigest()}
+"""
 
 AUTH_PY = """
 from langgraph_sdk import Auth
@@ -36,6 +46,8 @@ USERS = {
     "bob-token": {"identity": "bob", "permissions": ["write"], "team": "blue"},
     # carol reads the threads of her team: a `$contains` filter
     "carol-token": {"identity": "carol", "permissions": ["team-reader"], "team": "red"},
+    # an identity beyond ASCII (it travels to the services as gRPC metadata)
+    "jose-token": {"identity": "Jos\u00e9 \u5c71\u7530", "permissions": ["write"], "team": "red"},
 }
 
 
@@ -164,9 +176,15 @@ def write_project(root: Path) -> Path:
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    manifest = write_project(tmp_path_factory.mktemp("auth-project"))
+    root = tmp_path_factory.mktemp("auth-project")
+    manifest = write_project(root)
+    (root / "waybill.yaml").write_text(DAVE_CONFIG)
     data_dir = tmp_path_factory.mktemp(f"custom-auth-{request.param}")
-    extra = {"WAYBILL_GRAPHS": str(manifest), "WAYBILL_API_KEY": ADMIN_KEY}
+    extra = {
+        "WAYBILL_GRAPHS": str(manifest),
+        "WAYBILL_API_KEY": ADMIN_KEY,
+        "WAYBILL_CONFIG": str(root / "waybill.yaml"),
+    }
     with stack_in_mode(request.param, data_dir, **extra) as running:
         yield running
 
@@ -483,6 +501,53 @@ async def test_the_store_is_scoped_by_the_store_handler(
     await bob.store.delete_item(namespace, "plan")
     await assert_not_found(bob.store.get_item(namespace, "plan"))
     assert (await alice.store.get_item(namespace, "plan"))["value"] == {"text": "alice's"}
+
+
+async def test_waybills_own_users_keep_their_store_prefix_beside_project_auth(
+    stack: Stack, alice: LangGraphClient
+) -> None:
+    """No project handler runs for Waybill's own keys, so an ordinary principal of the
+    config stays in its own prefix and never reaches the project users' items."""
+    namespace = ["diary", uuid.uuid4().hex]
+    await alice.store.put_item(namespace, "secret", {"text": "alice's"})
+    dave = get_client(url=stack.url, api_key=DAVE_KEY)
+    try:
+        await dave.store.put_item(namespace, "own", {"text": "dave's"})
+        seen = await dave.store.search_items([], limit=100)
+        assert [item["value"] for item in seen["items"]] == [{"text": "dave's"}]
+        await assert_not_found(dave.store.get_item(["alice", *namespace], "secret"))
+        listed = await dave.store.list_namespaces(prefix=["alice"])
+        assert listed["namespaces"] == []
+    finally:
+        await dave.aclose()
+    mine = await alice.store.search_items(namespace)
+    assert [item["value"] for item in mine["items"]] == [{"text": "alice's"}]
+
+
+async def test_an_identity_beyond_ascii_is_served(stack: Stack) -> None:
+    jose = client_for(stack, "jose-token")
+    try:
+        thread = await jose.threads.create()
+        assert thread["metadata"]["owner"] == "Jos\u00e9 \u5c71\u7530"
+        found = await jose.threads.get(thread["thread_id"])
+        assert found["thread_id"] == thread["thread_id"]
+        result = await jose.runs.wait(thread["thread_id"], "whoami", input={})
+        assert result["seen"]["langgraph_auth_user_id"] == "Jos\u00e9 \u5c71\u7530"
+    finally:
+        await jose.aclose()
+
+
+async def test_do_nothing_does_not_hand_over_anothers_assistant(
+    alice: LangGraphClient, bob: LangGraphClient
+) -> None:
+    assistant_id = str(uuid.uuid4())
+    await alice.assistants.create("echo", assistant_id=assistant_id, config={"k": "alice"})
+    again = await alice.assistants.create("echo", assistant_id=assistant_id, if_exists="do_nothing")
+    assert again["config"]["k"] == "alice"
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await bob.assistants.create("echo", assistant_id=assistant_id, if_exists="do_nothing")
+    assert refused.value.response.status_code == 409
+    assert "alice" not in refused.value.response.text
 
 
 async def test_a_handler_s_refusals_answer_their_status(

@@ -143,9 +143,12 @@ class AssistantStore:
                     )
                 )
 
-    async def create(self, record: AssistantRecord, if_exists: str) -> AssistantRecord:
+    async def create(
+        self, record: AssistantRecord, if_exists: str, auth: dict[str, Any] | None = None
+    ) -> AssistantRecord:
         """Insert a new assistant at version 1. A taken id is a conflict, or (with
-        if_exists "do_nothing") answers with the assistant already there."""
+        if_exists "do_nothing") answers with the assistant already there, when the
+        project's auth filter lets the caller see it."""
         try:
             async with self._writing() as conn:
                 existing = await self._current(conn, record.assistant_id)
@@ -161,7 +164,8 @@ class AssistantStore:
             existing = await self.get(record.assistant_id)
             if existing is None:
                 raise
-        if if_exists == "do_nothing":
+        visible = auth is None or await self.passes(record.assistant_id, auth)
+        if if_exists == "do_nothing" and visible:
             return existing
         raise conflict(f"Assistant {record.assistant_id} already exists.")
 

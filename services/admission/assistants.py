@@ -214,7 +214,7 @@ class AssistantCatalog:
 
     # ---- writes ------------------------------------------------------------------
 
-    async def create(self, draft: AssistantDraft) -> AssistantRecord:
+    async def create(self, draft: AssistantDraft, auth: Filter = None) -> AssistantRecord:
         assistant_id = draft.assistant_id or str(uuid.uuid4())
         if not codec.is_uuid(assistant_id):
             raise invalid(f"assistant_id '{assistant_id}' is not a UUID.")
@@ -233,7 +233,7 @@ class AssistantCatalog:
             created_at=now,
             updated_at=now,
         )
-        return await self.store.create(record, draft.if_exists)
+        return await self.store.create(record, draft.if_exists, auth)
 
     async def patch(
         self, assistant_id: str, changes: AssistantChanges, auth: Filter = None

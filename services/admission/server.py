@@ -422,7 +422,8 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             description=request.description,
             if_exists=if_exists,
         )
-        return (await self.assistants.create(draft)).to_proto()
+        auth = auth_filter(context, "assistants")
+        return (await self.assistants.create(draft, auth)).to_proto()
 
     @translate_errors
     async def PatchAssistant(self, request, context):  # type: ignore[no-untyped-def]

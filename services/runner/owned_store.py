@@ -6,9 +6,11 @@ or lists is confined to that prefix, which is stripped again on the way out.
 The API (through `caller_of`) and a graph at run time (through its run's
 owner) see the same namespaces, and neither can reach another user's.
 
-With the project's own auth (`auth` in langgraph.json) there is no prefix, as on
-LangGraph Platform: the project's `@auth.on.store` handlers scope the namespaces
-(the gateway runs them), and a graph sees the store as it would there.
+With the project's own auth (`auth` in langgraph.json) its users have no prefix, as
+on LangGraph Platform: the project's `@auth.on.store` handlers scope the namespaces
+(the gateway runs them), and a graph sees the store as it would there. Waybill's own
+principals (the API key, the config's principals, the local user) keep theirs, so
+they never reach the project users' items: no project handler runs for them.
 """
 
 from __future__ import annotations
@@ -29,17 +31,28 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from waybill.common.settings import get_settings
+from waybill.common.identity import API_KEY_USER, LOCAL_USER
+from waybill.common.settings import Settings, get_settings
 
 USERS = "users"
 
 
 def store_of(inner: BaseStore, owner_id: str) -> BaseStore:
     """The store as `owner_id` sees it (see the module's docstring)."""
-    project = get_settings().project()
-    if project is not None and project.section("auth"):
+    settings = get_settings()
+    project = settings.project()
+    project_auth = project is not None and bool(project.section("auth"))
+    if project_auth and owner_id not in _waybill_principals(settings):
         return inner
     return OwnedStore(inner, owner_id)
+
+
+def _waybill_principals(settings: Settings) -> set[str]:
+    """The users Waybill's own keys name (channel owners are among them)."""
+    found = {LOCAL_USER.user_id, *(spec.user_id for spec in settings.principals())}
+    if settings.api_key:
+        found.add(API_KEY_USER.user_id)
+    return found
 
 
 class OwnedStore(BaseStore):

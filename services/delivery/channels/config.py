@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from waybill.common.identity import LOCAL_USER, ROLE_SCOPES, Principal
+from waybill.common.identity import API_KEY_USER, LOCAL_USER, ROLE_SCOPES, Principal
 from waybill.common.settings import Settings
 
 PLATFORMS = ("telegram", "slack", "webhook")
@@ -109,7 +109,7 @@ def owner_principal(settings: Settings, spec: ChannelSpec, who: dict[str, str]) 
     if not settings.auth_enabled:
         return Principal(LOCAL_USER.user_id, LOCAL_USER.role, LOCAL_USER.scopes, who)
     if settings.api_key and spec.owner == "admin":  # WAYBILL_API_KEY's principal
-        return Principal("admin", "admin", ROLE_SCOPES["admin"], who)
+        return Principal(API_KEY_USER.user_id, "admin", ROLE_SCOPES["admin"], who)
     for principal in settings.principals():
         if principal.user_id == spec.owner:
             scopes = (
