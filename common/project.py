@@ -335,7 +335,8 @@ class Project:
         except ProjectError:
             raise
         except Exception as error:  # the project's code may raise anything as it imports
-            raise ProjectError(f"{key} {target!r}: cannot be loaded ({error})") from error
+            reason = f"{type(error).__name__}: {error}"
+            raise ProjectError(f"{key} {target!r}: cannot be loaded ({reason})") from error
 
     # ---- graphs ----------------------------------------------------------------------
 

@@ -84,6 +84,8 @@ def _function_of(location: str, given: str) -> Any:
 
 def _provider_embeddings(embed: str) -> Embeddings:
     provider, _, model = embed.partition(":")
+    if provider == "openai" and model:
+        return _openai_embeddings(embed, model)
     if importlib.util.find_spec("langchain") is not None:
         from langchain.embeddings import init_embeddings
 
@@ -91,21 +93,24 @@ def _provider_embeddings(embed: str) -> Embeddings:
             return init_embeddings(embed)
         except Exception as error:  # its errors name the missing package or provider
             raise ProjectError(f"store.index.embed {embed!r}: {error}") from error
-    if provider == "openai" and model:
-        # langchain-openai is installed with Waybill: no need for `langchain` itself.
-        from langchain_openai import OpenAIEmbeddings
-
-        try:
-            # An OpenAI-compatible server (OPENAI_BASE_URL) takes texts, not tiktoken ids.
-            compatible = bool(os.environ.get("OPENAI_BASE_URL"))
-            return OpenAIEmbeddings(model=model, check_embedding_ctx_length=not compatible)
-        except Exception as error:  # e.g. no OPENAI_API_KEY
-            raise ProjectError(f"store.index.embed {embed!r}: {error}") from error
     raise ProjectError(
         f"store.index.embed {embed!r}: provider strings other than `openai:` need LangChain's "
         "init_embeddings: `pip install langchain` (and the provider's package), or give "
         "`./file.py:function`"
     )
+
+
+def _openai_embeddings(embed: str, model: str) -> Embeddings:
+    """`openai:<model>` through the bundled langchain-openai, with or without `langchain`."""
+    from langchain_openai import OpenAIEmbeddings
+
+    try:
+        # An OpenAI-compatible server (OPENAI_BASE_URL) takes texts, not tiktoken ids
+        # (whose tables tiktoken would otherwise download from the internet).
+        compatible = bool(os.environ.get("OPENAI_BASE_URL"))
+        return OpenAIEmbeddings(model=model, check_embedding_ctx_length=not compatible)
+    except Exception as error:  # e.g. no OPENAI_API_KEY
+        raise ProjectError(f"store.index.embed {embed!r}: {error}") from error
 
 
 def ttl_config(raw: Any, where: str) -> TTLConfig:
