@@ -66,8 +66,23 @@ def http_ok(url: str) -> bool:
 # outgoing connection's source port and no other bind-to-0 can take one between the
 # check here and the service's own bind; and none is handed out twice in a session
 # (bind-to-0 can return the same port to two calls in a row once the first is closed).
-TEST_PORTS = range(20000, 32000)
+# Under pytest-xdist each worker takes its own slice of the range, so that two workers
+# never pick the same free port before either binds it.
+ALL_TEST_PORTS = range(20000, 32000)
 _handed_out: set[int] = set()
+
+
+def _worker_ports() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", … or unset
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or workers < 2:
+        return ALL_TEST_PORTS
+    size = len(ALL_TEST_PORTS) // workers
+    start = ALL_TEST_PORTS.start + int(worker[2:]) * size
+    return range(start, start + size)
+
+
+TEST_PORTS = _worker_ports()
 
 
 def free_port() -> int:

@@ -9,8 +9,9 @@ owner) see the same namespaces, and neither can reach another user's.
 With the project's own auth (`auth` in langgraph.json) its users have no prefix, as
 on LangGraph Platform: the project's `@auth.on.store` handlers scope the namespaces
 (the gateway runs them), and a graph sees the store as it would there. Waybill's own
-principals (the API key, the config's principals, the local user) keep theirs, so
-they never reach the project users' items: no project handler runs for them.
+non-admin principals (the config's users, channel owners) keep theirs, so they never
+reach the project users' items: no project handler runs for them. Waybill's admins
+(the API key) see the store as it is.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from waybill.common.identity import API_KEY_USER, LOCAL_USER
+from waybill.common.identity import LOCAL_USER
 from waybill.common.settings import Settings, get_settings
 
 USERS = "users"
@@ -42,16 +43,18 @@ def store_of(inner: BaseStore, owner_id: str) -> BaseStore:
     settings = get_settings()
     project = settings.project()
     project_auth = project is not None and bool(project.section("auth"))
-    if project_auth and owner_id not in _waybill_principals(settings):
+    if project_auth and owner_id not in _confined_principals(settings):
         return inner
     return OwnedStore(inner, owner_id)
 
 
-def _waybill_principals(settings: Settings) -> set[str]:
-    """The users Waybill's own keys name (channel owners are among them)."""
-    found = {LOCAL_USER.user_id, *(spec.user_id for spec in settings.principals())}
-    if settings.api_key:
-        found.add(API_KEY_USER.user_id)
+def _confined_principals(settings: Settings) -> set[str]:
+    """Waybill's own non-admin users (the config's principals, channel owners among
+    them); its admins, like the project's users, see the store as it is."""
+    found = {LOCAL_USER.user_id}
+    for spec in settings.principals():
+        if spec.role != "admin" and "admin" not in (spec.scopes or ()):
+            found.add(spec.user_id)
     return found
 
 
