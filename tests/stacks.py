@@ -219,9 +219,10 @@ def start_second(stack: Stack, service: str, name: str | None = None) -> str:
 def start_second_gateway(stack: Stack, **env: str) -> str:
     """A second gateway (dialling the services `env` names); returns its URL."""
     port = str(free_port())
-    stack.start_one("gateway-2", "waybill.gateway.server", {**env, "WAYBILL_HTTP_PORT": port})
+    name = next(f"gateway-{n}" for n in range(2, 100) if f"gateway-{n}" not in stack.processes)
+    stack.start_one(name, "waybill.gateway.server", {**env, "WAYBILL_HTTP_PORT": port})
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: http_ok(url), "gateway-2 answering")
+    wait_until(lambda: http_ok(url), f"{name} answering")
     return url
 
 
