@@ -102,6 +102,7 @@ from typing_extensions import TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
+from langgraph_sdk.runtime import ServerRuntime
 
 
 class State(TypedDict):
@@ -139,6 +140,14 @@ whoami_builder.add_node("look", look)
 whoami_builder.add_edge(START, "look")
 whoami_builder.add_edge("look", END)
 whoami = whoami_builder.compile()
+
+
+def teamed(runtime: ServerRuntime):
+    # Built for the project's user, reads included: its node says the user's team.
+    team_builder = StateGraph(State)
+    team_builder.add_node(f"team_{runtime.user['team']}", shout)
+    team_builder.add_edge(START, f"team_{runtime.user['team']}")
+    return team_builder.compile()
 """
 
 
@@ -164,7 +173,11 @@ def write_project(root: Path) -> Path:
     (root / "webapp.py").write_text(textwrap.dedent(WEBAPP_PY))
     manifest = root / "langgraph.json"
     config = {
-        "graphs": {"echo": "./echo.py:graph", "whoami": "./echo.py:whoami"},
+        "graphs": {
+            "echo": "./echo.py:graph",
+            "whoami": "./echo.py:whoami",
+            "teamed": "./echo.py:teamed",
+        },
         "auth": {"path": "./auth.py:auth"},
         "http": {"app": "./webapp.py:app", "enable_custom_route_auth": True},
     }
@@ -581,6 +594,12 @@ async def test_a_graph_sees_the_store_as_on_the_platform(
     )
     assert found.status_code == 200
     assert found.json()["value"] == {"by": "graph"}
+
+
+async def test_a_factory_sees_the_project_s_user_on_reads_too(alice: LangGraphClient) -> None:
+    mine = await alice.assistants.create("teamed", name=f"teamed-{uuid.uuid4().hex[:6]}")
+    drawn = await alice.assistants.get_graph(mine["assistant_id"])
+    assert "team_red" in {node["id"] for node in drawn["nodes"]}
 
 
 async def test_a_run_knows_the_project_s_user(alice: LangGraphClient) -> None:

@@ -52,6 +52,13 @@ class AuthUser(dict[str, Any]):
         return list(self.get("permissions") or [])
 
 
+def principal_user(user_id: str, permissions: list[str]) -> AuthUser:
+    """A Waybill principal (API key, config user) as a graph sees a user."""
+    return AuthUser(
+        identity=user_id, display_name=user_id, is_authenticated=True, permissions=permissions
+    )
+
+
 def declared_keys(graph: Pregel) -> frozenset[str] | None:
     """The properties of the graph's context schema; None when it declares none."""
     schema_type = graph.context_schema

@@ -20,9 +20,8 @@ import asyncio
 import copy
 import inspect
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin
 
 from langchain_core.runnables import RunnableConfig
@@ -31,6 +30,7 @@ from langgraph.pregel import Pregel
 from langgraph_sdk.runtime import ServerRuntime, _ExecutionRuntime, _ReadRuntime
 
 from waybill.common.project import GraphSpec, ProjectError, load_attribute
+from waybill.services.runner.graph_context import AuthUser, principal_user
 
 AccessContext = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
 
@@ -99,48 +99,17 @@ def _is_factory(value: Any) -> bool:
     return callable(value) and not isinstance(value, Pregel | StateGraph)
 
 
-@dataclass(frozen=True)
-class RunUser:
-    """The server runtime's `user` (LangGraph's `BaseUser`): who the graph serves."""
-
-    identity: str
-    display_name: str = ""
-    is_authenticated: bool = True
-    permissions: list[str] = field(default_factory=list)
-    fields: Mapping[str, Any] = field(default_factory=dict)  # the rest, as given
-
-    @classmethod
-    def from_dict(cls, user: Mapping[str, Any]) -> RunUser:
-        identity = str(user.get("identity") or "")
-        return cls(
-            identity=identity,
-            display_name=str(user.get("display_name") or identity),
-            is_authenticated=bool(user.get("is_authenticated", True)),
-            permissions=list(user.get("permissions") or []),
-            fields=dict(user),
-        )
-
-    def __getitem__(self, key: str) -> Any:
-        return self.fields[key] if key in self.fields else getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.fields
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.fields)
-
-
-def run_user(config: Mapping[str, Any] | None, user_id: str, scopes: list[str]) -> RunUser:
+def run_user(config: Mapping[str, Any] | None, user_id: str, scopes: list[str]) -> AuthUser:
     """The user a factory sees: LangGraph's `langgraph_auth_user` when the run's config
     carries it (custom auth), else Waybill's principal."""
     given = ((config or {}).get("configurable") or {}).get("langgraph_auth_user")
     if isinstance(given, Mapping) and given.get("identity"):
-        return RunUser.from_dict(given)
-    return RunUser(identity=user_id, display_name=user_id, permissions=scopes)
+        return AuthUser(given)
+    return principal_user(user_id, scopes)
 
 
 def server_runtime(
-    access_context: AccessContext, store: Any, user: RunUser | None, context: Any = None
+    access_context: AccessContext, store: Any, user: AuthUser | None, context: Any = None
 ) -> Any:
     """The runtime a factory gets: with the run's context only when it executes a run."""
     if access_context == "threads.create_run":
@@ -209,7 +178,7 @@ class GraphRegistry:
         *,
         checkpointer: Any = None,
         store: Any = None,
-        user: RunUser | None = None,
+        user: AuthUser | None = None,
         context: Any = None,
     ) -> AsyncIterator[Pregel]:
         """The graph for one use, wired to our checkpointer and store (or those given).
@@ -228,7 +197,7 @@ class GraphRegistry:
         access_context: AccessContext,
         config: RunnableConfig | None,
         store: Any,
-        user: RunUser | None,
+        user: AuthUser | None,
         context: Any,
     ) -> AsyncIterator[Any]:
         value = self._attribute(graph_id)

@@ -21,11 +21,11 @@ from waybill.common.metrics import StatsCollector, register
 from waybill.common.settings import Settings, get_settings
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.execution import Peers, RunLimits
+from waybill.services.runner.graph_context import AuthUser, principal_user
 from waybill.services.runner.graphs import (
     AccessContext,
     GraphNotFoundError,
     GraphRegistry,
-    RunUser,
 )
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
@@ -119,7 +119,12 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     ) -> AsyncIterator[Any]:
         """The graph for one read; a factory gets a read-only runtime with the caller."""
         caller = caller_of(context) or LOCAL_USER
-        user = RunUser(caller.user_id, caller.user_id, permissions=sorted(caller.scopes))
+        # The project's user when its auth made the caller, as a run's factory sees it.
+        user = (
+            AuthUser(caller.user)
+            if caller.user is not None
+            else principal_user(caller.user_id, sorted(caller.scopes))
+        )
         try:
             opened = self.graphs.open(graph_id, access_context, user=user)
             async with opened as graph:
