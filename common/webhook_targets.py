@@ -4,9 +4,11 @@ can resolve elsewhere later).
 
 A target must be an http(s) URL without credentials, its host must match the
 allowlist (`WAYBILL_WEBHOOK_ALLOWED_HOSTS`; empty allows any host), and every
-address it resolves to must be public: private, loopback, link-local, multicast,
-reserved and unspecified addresses are refused unless they lie inside a network
-listed in `WAYBILL_WEBHOOK_ALLOW_NETWORKS` (e.g. `127.0.0.1/32` for tests).
+address it resolves to must be globally routable (`ipaddress`' `is_global`: no
+private, shared (100.64/10), loopback, link-local, multicast, reserved or
+documentation range), and so must any IPv4 address an IPv6 form carries (mapped,
+6to4, Teredo, NAT64), unless it lies inside a network listed in
+`WAYBILL_WEBHOOK_ALLOW_NETWORKS` (e.g. `127.0.0.1/32` for tests). Port 0 is refused.
 """
 
 from __future__ import annotations
@@ -48,17 +50,24 @@ def _host_allowed(host: str, allowed: list[str]) -> bool:
     return False
 
 
+# NAT64's well-known prefix: the last 32 bits are the IPv4 address reached.
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address hands traffic to (mapped, 6to4, Teredo, NAT64)."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    embedded = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+    if address in NAT64_PREFIX:
+        embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return [found for found in embedded if found is not None]
+
+
 def _is_public(address: Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _is_public(address.ipv4_mapped)
-    return not (
-        address.is_private
-        or address.is_loopback
-        or address.is_link_local
-        or address.is_multicast
-        or address.is_reserved
-        or address.is_unspecified
-    )
+    # `is_global` alone lets multicast through.
+    routable = address.is_global and not address.is_multicast
+    return routable and all(_is_public(inner) for inner in _embedded_ipv4(address))
 
 
 def check_url_shape(url: str, settings: Settings) -> tuple[str, int]:
@@ -72,9 +81,13 @@ def check_url_shape(url: str, settings: Settings) -> tuple[str, int]:
     if not host:
         raise WebhookTargetRefused(f"webhook {url!r}: the URL has no host")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port
+        if port is None:
+            port = 443 if parts.scheme == "https" else 80
     except ValueError as error:
         raise WebhookTargetRefused(f"webhook {url!r}: {error}") from error
+    if port == 0:
+        raise WebhookTargetRefused(f"webhook {url!r}: port 0 cannot be called")
     if not _host_allowed(host, _hosts(settings)):
         raise WebhookTargetRefused(
             f"webhook host {host!r} is not in the allowlist (WAYBILL_WEBHOOK_ALLOWED_HOSTS)"
@@ -91,8 +104,8 @@ def check_addresses(host: str, addresses: list[str], settings: Settings) -> None
         if _is_public(address) or any(address in network for network in allowed):
             continue
         raise WebhookTargetRefused(
-            f"webhook host {host!r} resolves to {address}, a private, loopback or "
-            "link-local address; only public addresses may be called "
+            f"webhook host {host!r} resolves to {address}, not a public (globally "
+            "routable) address; only public addresses may be called "
             "(WAYBILL_WEBHOOK_ALLOW_NETWORKS admits chosen networks)"
         )
 

@@ -38,6 +38,11 @@ def test_the_host_allowlist_takes_exact_hosts_and_dotted_suffixes() -> None:
         "fd00::1",
         "::ffff:127.0.0.1",
         "224.0.0.1",
+        "100.64.0.1",  # shared address space (carrier-grade NAT)
+        "192.0.2.1",  # documentation
+        "2002:7f00:1::1",  # 6to4 carrying 127.0.0.1
+        "64:ff9b::a00:1",  # NAT64 reaching 10.0.0.1
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
     ],
 )
 def test_private_loopback_and_link_local_addresses_are_refused(address: str) -> None:
@@ -49,6 +54,15 @@ def test_every_address_a_name_resolves_to_must_pass() -> None:
     with pytest.raises(WebhookTargetRefused, match="10.0.0.1"):
         check_addresses("h", ["93.184.216.34", "10.0.0.1"], Settings())
     check_addresses("h", ["93.184.216.34", "2606:2800:220:1::1"], Settings())
+
+
+def test_ipv6_forms_carrying_a_public_ipv4_address_pass() -> None:
+    check_addresses("h", ["2002:5db8:d822::1", "64:ff9b::5db8:d822"], Settings())
+
+
+def test_port_zero_is_refused() -> None:
+    with pytest.raises(WebhookTargetRefused, match="port 0"):
+        check_url_shape("https://hooks.example.com:0/x", Settings())
 
 
 def test_allowed_networks_admit_only_themselves() -> None:

@@ -207,11 +207,11 @@ async def test_thread_and_assistant_subscriptions_are_told(
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("http://10.1.2.3/hook", "private, loopback or link-local"),
-        ("http://169.254.169.254/latest/meta-data", "private, loopback or link-local"),
-        ("http://[::1]:8080/hook", "private, loopback or link-local"),
-        ("http://192.168.0.10/hook", "private, loopback or link-local"),
-        ("http://[::ffff:10.0.0.1]/hook", "private, loopback or link-local"),
+        ("http://10.1.2.3/hook", "not a public (globally routable) address"),
+        ("http://169.254.169.254/latest/meta-data", "not a public (globally routable) address"),
+        ("http://[::1]:8080/hook", "not a public (globally routable) address"),
+        ("http://192.168.0.10/hook", "not a public (globally routable) address"),
+        ("http://[::ffff:10.0.0.1]/hook", "not a public (globally routable) address"),
         ("ftp://example.com/hook", "use an http:// or https:// URL"),
         ("http://user:pw@127.0.0.1/hook", "credentials in the URL"),
         ("http://no-such-host.invalid/hook", "does not resolve"),
