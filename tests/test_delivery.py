@@ -305,3 +305,43 @@ async def test_an_upload_larger_than_a_grpc_message_default_is_stored_whole(
     ]
     stored = stack.settings.workspaces_path() / thread / "uploads" / "big.bin"
     assert stored.read_bytes() == data
+
+
+async def test_an_upload_never_writes_through_a_link_out_of_the_workspace(
+    client: LangGraphClient, http: httpx.AsyncClient, stack: Stack, tmp_path: Any
+) -> None:
+    """An agent can leave links in its workspace; an upload must not follow them."""
+    thread = (await client.threads.create())["thread_id"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("untouched")
+    workspace = stack.settings.workspaces_path() / thread
+    workspace.mkdir(parents=True, exist_ok=True)
+
+    (workspace / "uploads").symlink_to(outside, target_is_directory=True)
+    refused = await http.post(f"/threads/{thread}/uploads", files={"files": ("a.txt", b"x")})
+    assert refused.status_code == 422, refused.text
+    assert "not a folder" in refused.json()["detail"]
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+    (workspace / "uploads").unlink()
+    (workspace / "uploads").mkdir()
+    (workspace / "uploads" / "secret.txt").symlink_to(outside / "secret.txt")
+    replaced = await http.post(
+        f"/threads/{thread}/uploads", files={"files": ("secret.txt", b"from the user")}
+    )
+    assert replaced.status_code == 200, replaced.text
+    assert (outside / "secret.txt").read_text() == "untouched"
+    assert not (workspace / "uploads" / "secret.txt").is_symlink()
+    assert (workspace / "uploads" / "secret.txt").read_bytes() == b"from the user"
+    assert sorted(p.name for p in (workspace / "uploads").iterdir()) == ["secret.txt"]
+
+
+async def test_an_upload_name_longer_than_a_file_system_takes_is_refused(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    thread = (await client.threads.create())["thread_id"]
+    name = "é" * 128 + ".txt"  # 260 bytes in UTF-8
+    response = await http.post(f"/threads/{thread}/uploads", files={"files": (name, b"x")})
+    assert response.status_code == 422, response.text
+    assert "at most 255" in response.json()["detail"]

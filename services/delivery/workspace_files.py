@@ -5,6 +5,7 @@ confinement of paths that come from outside."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
@@ -93,20 +94,45 @@ def confined(root: Path, relative: str) -> Path:
     return target
 
 
-def upload_path(root: Path, name: str) -> Path:
+# The longest file name most file systems take (bytes, not characters).
+MAX_NAME_BYTES = 255
+
+
+def check_upload_name(name: str) -> None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         raise invalid(f"upload name {name!r} must be a plain file name (no folders)")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise invalid(f"upload name is {len(name.encode())} bytes; at most {MAX_NAME_BYTES}")
+
+
+def open_uploads_folder(root: Path) -> int:
+    """A descriptor of `root/uploads`, refusing it if it is a link (an agent may
+    have made one pointing out of the workspace)."""
     folder = root / UPLOADS
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / name
-    if target.is_symlink():
-        raise invalid(f"upload name {name!r} names a link; choose another name")
-    return target
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as error:
+        raise invalid(f"the workspace's {UPLOADS!r} is not a folder; remove the link") from error
 
 
 def write_upload(root: Path, name: str, data: bytes) -> FileEntry:
-    target = upload_path(root, name)
-    partial = target.with_name(f".{name}.partial")
-    partial.write_bytes(data)
-    partial.replace(target)  # readers never see half a file
+    """Write `uploads/<name>` whole. Every step is relative to the folder's
+    descriptor and never follows a link: the partial file is created new
+    (O_EXCL), then renamed over the name, which replaces a link rather than
+    writing through it."""
+    check_upload_name(name)
+    folder = open_uploads_folder(root)
+    partial = f".upload-{os.urandom(8).hex()}.partial"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        with os.fdopen(os.open(partial, flags, 0o644, dir_fd=folder), "wb") as file:
+            file.write(data)
+        os.replace(partial, name, src_dir_fd=folder, dst_dir_fd=folder)  # never half a file
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial, dir_fd=folder)
+        raise
+    finally:
+        os.close(folder)
     return FileEntry(f"{UPLOADS}/{name}", len(data), hashlib.sha256(data).hexdigest())
