@@ -9,6 +9,7 @@ import hashlib
 import json
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 import grpc
 import httpx
@@ -345,3 +346,23 @@ async def test_an_upload_name_longer_than_a_file_system_takes_is_refused(
     response = await http.post(f"/threads/{thread}/uploads", files={"files": (name, b"x")})
     assert response.status_code == 422, response.text
     assert "at most 255" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("name", ["résumé 文档.md", "two\nlines.txt", 'say "hi".txt'])
+async def test_an_output_downloads_under_its_own_name_whatever_its_characters(
+    client: LangGraphClient, http: httpx.AsyncClient, name: str
+) -> None:
+    thread = (await client.threads.create())["thread_id"]
+    run = await run_to_end(
+        client, thread, tools(write(f"out/{name}", "body"), present(f"out/{name}"))
+    )
+    assert run["status"] == "success"
+    listed = (await http.get(f"/threads/{thread}/outputs")).json()
+    assert [output["path"] for output in listed] == [f"out/{name}"]
+
+    download = await http.get(f"/threads/{thread}/outputs/out/{quote(name)}")
+    assert download.status_code == 200, download.text
+    assert download.content == b"body"
+    disposition = download.headers["content-disposition"]
+    assert disposition.isascii() and "\n" not in disposition
+    assert f"filename*=UTF-8''{quote(name, safe='')}" in disposition

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 from uuid import UUID
 
 import grpc
 from fastapi import APIRouter, HTTPException, Request, Response, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import Field
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from waybill.common import codec
 from waybill.common.errors import http_status_for
@@ -141,7 +143,16 @@ async def list_outputs(thread_id: UUID, request: Request) -> list[dict[str, Any]
     return [{**file_to_dict(o.file), "run_id": o.run_id} for o in reply.outputs]
 
 
-@router.get("/threads/{thread_id}/outputs/{path:path}")
+class FilePathConvertor(PathConvertor):
+    """Starlette's `path`, newlines included: a file name may hold one."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("filepath", FilePathConvertor())
+
+
+@router.get("/threads/{thread_id}/outputs/{path:filepath}")
 async def download_output(thread_id: UUID, path: str, request: Request) -> Response:
     peers = peers_of(request)
     await _own_thread(peers, thread_id)
@@ -156,12 +167,21 @@ async def download_output(thread_id: UUID, path: str, request: Request) -> Respo
         async for chunk in chunks:
             yield chunk.data
 
-    name = path.rsplit("/", 1)[-1].replace('"', "")
     return StreamingResponse(
         body(),
         media_type="application/octet-stream",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        headers={"Content-Disposition": attachment(path.rsplit("/", 1)[-1])},
     )
+
+
+def attachment(name: str) -> str:
+    """`Content-Disposition` for any file name: a plain ASCII `filename` for old
+    clients, and the exact name as RFC 5987's `filename*` when it differs (headers
+    are Latin-1, and a newline or quote would break them)."""
+    plain = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in name)
+    if plain == name:
+        return f'attachment; filename="{name}"'
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 async def _first_chunk(chunks: Any) -> delivery_pb2.FileChunk | None:
