@@ -101,6 +101,7 @@ BAD_CREATES: list[tuple[dict[str, Any], str]] = [
     ({"schedule": "61 * * * *"}, "not a valid cron expression"),
     ({"schedule": "* * * * * *"}, "five fields"),
     ({"schedule": "every day"}, "five fields"),
+    ({"schedule": "0 0 30 2 *"}, "never comes"),
     ({"schedule": YEARLY, "timezone": "Mars/Olympus_Mons"}, "not an IANA time zone"),
     ({"schedule": YEARLY, "end_time": "PAST"}, "is in the past"),
     ({"schedule": YEARLY, "on_run_completed": "archive"}, "on_run_completed"),
@@ -162,6 +163,7 @@ async def test_a_bad_update_changes_nothing(
     for body, says_what in [
         ({"schedule": "0 25 * * *"}, "not a valid cron expression"),
         ({"timezone": "Nowhere/Atall"}, "not an IANA time zone"),
+        ({"schedule": "0 0 31 4 *"}, "never comes"),
         ({"end_time": past()}, "is in the past"),
         ({"input": says("x"), "schedule": "nope"}, "five fields"),
     ]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadCronError, croniter
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from waybill.common import codec
 from waybill.common.errors import invalid
@@ -43,9 +43,13 @@ def check_expression(expression: str) -> str:
             "(minute hour day-of-month month day-of-week), e.g. '*/5 * * * *'."
         )
     try:
-        croniter(expression)
+        schedule = croniter(expression)
     except (CroniterBadCronError, ValueError, KeyError) as error:
         raise invalid(f"schedule '{expression}' is not a valid cron expression: {error}") from error
+    try:
+        schedule.get_next(datetime)
+    except CroniterBadDateError as error:  # e.g. February 30th
+        raise invalid(f"schedule '{expression}' names a date that never comes.") from error
     return " ".join(fields)
 
 
