@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -16,7 +17,7 @@ from waybill.common.settings import Settings, get_settings
 from waybill.common.tracing import start_tracing
 from waybill.gateway import observability, project_http
 from waybill.gateway.auth import KeyRing, authorize, platform_signed
-from waybill.gateway.errors import validation_error
+from waybill.gateway.errors import unencodable_value, validation_error
 from waybill.gateway.peers import Peers
 from waybill.gateway.project_auth import ProjectAuth
 from waybill.gateway.routes import (
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Waybill", version=VERSION, lifespan=lifespan)
     observability.install(app)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(orjson.JSONEncodeError, unencodable_value)
     app.add_middleware(CORSMiddleware, **project_http.cors_options(http, settings.cors_origins))
 
     @app.get("/ok")

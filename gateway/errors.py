@@ -1,4 +1,5 @@
-"""FastAPI's 422 for a malformed request, made safe to write as JSON."""
+"""The gateway's answers to malformed requests: FastAPI's 422 made safe to write
+as JSON, and a 422 for values that JSON in Waybill cannot carry."""
 
 from __future__ import annotations
 
@@ -27,3 +28,12 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [_json_safe(item) for item in value]
     return value
+
+
+async def unencodable_value(_request: Request, error: Exception) -> JSONResponse:
+    """A value the services' JSON cannot carry (an integer beyond 64 bits, nesting
+    deeper than 254 levels): refused before anything is written."""
+    return JSONResponse(
+        status_code=422,
+        content={"detail": f"a value in the request cannot be stored as JSON: {error}"},
+    )

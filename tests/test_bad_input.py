@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import httpx
+import pytest
 
 from tests.test_runs import says
 
@@ -87,3 +89,52 @@ async def test_malformed_run_id_is_422(http: httpx.AsyncClient) -> None:
 async def test_unknown_assistant_is_404(http: httpx.AsyncClient) -> None:
     assert (await http.get(f"/assistants/{uuid.uuid4()}")).status_code == 404
     assert (await http.get("/assistants/nope/graph")).status_code == 404
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+UNENCODABLE = {"integer beyond 64 bits": 2**70, "nesting 300 deep": nested(300)}
+
+
+@pytest.mark.parametrize("what", UNENCODABLE)
+async def test_a_value_json_cannot_carry_is_422_and_nothing_is_written(
+    http: httpx.AsyncClient, what: str
+) -> None:
+    value = UNENCODABLE[what]
+    tag = {"probe": uuid.uuid4().hex}
+    thread_id = await new_thread(http)
+    namespace = ["unencodable", tag["probe"]]
+    requests = [
+        ("POST", "/threads", {"metadata": {**tag, "x": value}}),
+        ("PATCH", f"/threads/{thread_id}", {"metadata": {"x": value}}),
+        ("POST", "/threads/search", {"metadata": {"x": value}}),
+        ("PUT", "/store/items", {"namespace": namespace, "key": "k", "value": {"x": value}}),
+        ("POST", f"/threads/{thread_id}/runs", {"assistant_id": "lead_agent", "input": value}),
+        ("POST", "/assistants", {"graph_id": "lead_agent", "metadata": {**tag, "x": value}}),
+        (
+            "POST",
+            "/runs/crons",
+            {"assistant_id": "lead_agent", "schedule": "0 0 1 1 *", "input": value},
+        ),
+    ]
+    for method, path, body in requests:
+        # The standard library writes what orjson refuses, as a client's encoder would.
+        content = json.dumps(body)
+        reply = await http.request(
+            method, path, content=content, headers={"content-type": "application/json"}
+        )
+        assert reply.status_code == 422, (method, path, reply.text)
+        assert "cannot be stored as JSON" in reply.json()["detail"]
+
+    assert (await http.post("/threads/search", json={"metadata": tag})).json() == []
+    assert (await http.get(f"/threads/{thread_id}")).json()["metadata"] == {}
+    assert await runs_of(http, thread_id) == []
+    assert (await http.post("/assistants/search", json={"metadata": tag})).json() == []
+    stored = await http.post("/store/items/search", json={"namespace_prefix": namespace})
+    assert stored.json()["items"] == []
+    assert (await http.post("/runs/crons/search", json={})).json() == []
