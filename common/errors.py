@@ -29,10 +29,25 @@ def http_status_for(code: grpc.StatusCode) -> int:
     return GRPC_TO_HTTP.get(code, 500)
 
 
+# Messages echo what the client sent; gRPC carries them in a header, which a long
+# echo (a 10,000-character schedule) would push past the peer's header limit.
+MAX_MESSAGE_CHARS = 1000
+
+
+def capped(message: str) -> str:
+    """The head and the tail (where the advice usually is) of a long message."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    keep = (MAX_MESSAGE_CHARS - 40) // 2
+    cut = len(message) - 2 * keep
+    return f"{message[:keep]} …[{cut} characters]… {message[-keep:]}"
+
+
 class ServiceError(Exception):
     """Raised by domain code; servicers turn it into a gRPC status."""
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        message = capped(message)
         super().__init__(message)
         self.code = code
         self.message = message

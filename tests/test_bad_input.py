@@ -138,3 +138,13 @@ async def test_a_value_json_cannot_carry_is_422_and_nothing_is_written(
     stored = await http.post("/store/items/search", json={"namespace_prefix": namespace})
     assert stored.json()["items"] == []
     assert (await http.post("/runs/crons/search", json={})).json() == []
+
+
+async def test_an_error_echoing_a_huge_value_is_still_a_clear_422(http: httpx.AsyncClient) -> None:
+    schedule = "* " * 6000  # its error message quotes it
+    reply = await http.post(
+        "/runs/crons", json={"assistant_id": "lead_agent", "schedule": schedule}
+    )
+    assert reply.status_code == 422, reply.text
+    detail = reply.json()["detail"]
+    assert "five fields" in detail and len(detail) <= 1000
