@@ -28,7 +28,10 @@ _SECRET_PAIR = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?)(?!\[redacted\]|bearer\s)([^\s\"',}&]+)"
 )
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
-_KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|xox[bpas]-[\w-]{8,})")
+_KEY_SHAPES = re.compile(
+    r"\b(sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|xox[bpas]-[\w-]{8,}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16})(?![A-Z0-9])"
+)
 _SECRET_FIELD = re.compile(r"(?i)(secret|token|password|api_?key|authorization)")
 # LogRecord attributes that are not a caller's `extra` fields.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}

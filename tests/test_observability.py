@@ -233,12 +233,21 @@ async def test_one_trace_per_run_across_services(observed: Observed, sdk: LangGr
 def test_redaction_hides_secret_shapes() -> None:
     line = (
         f"GET /x?api_key={SECRET} Authorization: Bearer abc.def-ghi "
-        f'{{"token": "t0ps3cret"}} password=hunter2 ghp_0123456789abcdefABCDEF'
+        f'{{"token": "t0ps3cret"}} password=hunter2 ghp_0123456789abcdefABCDEF '
+        "aws=AKIAIOSFODNN7EXAMPLE&session=ASIAY34FZKBOKMUTVV7A"
     )
     clean = redact(line)
-    for secret in (SECRET, "abc.def-ghi", "t0ps3cret", "hunter2", "ghp_0123456789abcdefABCDEF"):
+    for secret in (
+        SECRET,
+        "abc.def-ghi",
+        "t0ps3cret",
+        "hunter2",
+        "ghp_0123456789abcdefABCDEF",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAY34FZKBOKMUTVV7A",
+    ):
         assert secret not in clean
-    assert clean.count("[redacted]") == 5
+    assert clean.count("[redacted]") == 7
 
 
 async def test_logs_are_json_tagged_with_the_run_and_redacted(
