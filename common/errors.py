@@ -25,7 +25,11 @@ GRPC_TO_HTTP: dict[grpc.StatusCode, int] = {
 }
 
 
-def http_status_for(code: grpc.StatusCode) -> int:
+def http_status_for(code: grpc.StatusCode, details: str = "") -> int:
+    # gRPC reports a message over its size limit as RESOURCE_EXHAUSTED too; that is
+    # no reason to retry (429), the request is too large.
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
+        return 413
     return GRPC_TO_HTTP.get(code, 500)
 
 

@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from waybill.common import logs, tracing
 from waybill.common.errors import ServiceError
+from waybill.common.grpc_channels import message_options
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.metrics import serve_metrics
 from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
@@ -97,12 +98,7 @@ async def serve(
 ) -> None:
     """Run one service until SIGTERM/SIGINT, then stop it gracefully."""
     freeze_startup_objects()  # before the first await: no request's objects yet
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ]
-    )
+    server = grpc.aio.server(options=message_options())
     register(server)
     settings = get_settings()
     serve_metrics(

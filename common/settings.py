@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from waybill.common.project import GraphSpec, Project, ProjectError
@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     builtin_graphs: bool = True  # false: only the project's graphs (no lead_agent)
     config: Path | None = None  # the YAML file (models, …)
     cors_origins: str = "*"
+    # The largest HTTP request body the gateway takes (413 beyond it, before any
+    # service is called); uploads are limited per file by upload_max_bytes instead.
+    max_request_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    # Every gRPC channel and server's largest message. Well above the request limit:
+    # a run's input is copied into its state, and its state into events.
+    grpc_max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     # Auth is on when either is set or the YAML config lists `auth.principals`.
     api_key: str | None = None  # quick start: one admin principal with this key
     # The channel adapters' and scheduler's token; they act on behalf of an owner.
@@ -195,6 +201,17 @@ class Settings(BaseSettings):
     # days), and the forgetting runs this often.
     channel_dedupe_seconds: float = 7 * 86400.0
     channel_dedupe_sweep_seconds: float = 3600.0
+
+    @model_validator(mode="after")
+    def _messages_fit_requests(self) -> Settings:
+        """What the gateway admits must fit the messages that carry it onward."""
+        needed = max(2 * self.max_request_bytes, self.upload_max_bytes + 1024 * 1024)
+        if self.grpc_max_message_bytes < needed:
+            raise ValueError(
+                f"grpc_max_message_bytes ({self.grpc_max_message_bytes}) must be at least "
+                f"{needed}: twice max_request_bytes, and above upload_max_bytes"
+            )
+        return self
 
     def workspaces_path(self) -> Path:
         return self.workspaces_dir or self.data_dir / "workspaces"

@@ -20,6 +20,7 @@ from waybill.gateway.auth import KeyRing, authorize, platform_signed
 from waybill.gateway.errors import unencodable_value, validation_error
 from waybill.gateway.peers import Peers
 from waybill.gateway.project_auth import ProjectAuth
+from waybill.gateway.request_limits import RequestSizeLimit
 from waybill.gateway.routes import (
     assistants,
     channels,
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     observability.install(app)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(orjson.JSONEncodeError, unencodable_value)
+    app.add_middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(CORSMiddleware, **project_http.cors_options(http, settings.cors_origins))
 
     @app.get("/ok")

@@ -11,6 +11,7 @@ import grpc
 from fastapi import HTTPException
 
 from waybill.common.errors import http_status_for
+from waybill.common.grpc_channels import open_channel, round_robin
 from waybill.common.settings import Settings
 from waybill.gateway.auth import principal_interceptors
 from waybill.v1 import (
@@ -38,19 +39,16 @@ class Peers:
     def connect(cls, settings: Settings) -> Peers:
         # Every call carries the principal of the request it serves.
         interceptors = principal_interceptors()
-        runner_reads = grpc.aio.insecure_channel(
+        runner_reads = round_robin(
             settings.runner_read_target or settings.runner_addr,
-            options=[
-                ("grpc.lb_policy_name", "round_robin"),
-                ("grpc.service_config", read_retries(settings.runner_read_backoff_seconds)),
-            ],
+            options=[("grpc.service_config", read_retries(settings.runner_read_backoff_seconds))],
             interceptors=interceptors,
         )
         channels = [
-            grpc.aio.insecure_channel(settings.admission_addr, interceptors=interceptors),
+            open_channel(settings.admission_addr, interceptors=interceptors),
             runner_reads,
-            grpc.aio.insecure_channel(settings.journal_addr, interceptors=interceptors),
-            grpc.aio.insecure_channel(settings.delivery_addr, interceptors=interceptors),
+            open_channel(settings.journal_addr, interceptors=interceptors),
+            open_channel(settings.delivery_addr, interceptors=interceptors),
         ]
         return cls(
             admission=admission_pb2_grpc.AdmissionStub(channels[0]),
@@ -98,4 +96,5 @@ async def call(pending: Awaitable[T]) -> T:
     try:
         return await pending
     except grpc.aio.AioRpcError as error:
-        raise HTTPException(http_status_for(error.code()), error.details() or "") from error
+        details = error.details() or ""
+        raise HTTPException(http_status_for(error.code(), details), details) from error

@@ -56,7 +56,7 @@ async def opened_sse_frames(
             trailing = await call.trailing_metadata()
             if any(key == EXPIRED_KEY for key, _ in trailing or ()):
                 raise HTTPException(410, details)
-            raise HTTPException(http_status_for(code), details)
+            raise HTTPException(http_status_for(code, details), details)
     return _frames(subscribed_batches(call))
 
 

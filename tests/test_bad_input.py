@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from tests.test_runs import says
+from waybill.common.settings import Settings
 
 
 async def new_thread(http: httpx.AsyncClient) -> str:
@@ -148,3 +150,55 @@ async def test_an_error_echoing_a_huge_value_is_still_a_clear_422(http: httpx.As
     assert reply.status_code == 422, reply.text
     detail = reply.json()["detail"]
     assert "five fields" in detail and len(detail) <= 1000
+
+
+MiB = 1024 * 1024
+
+
+async def test_a_request_over_the_size_limit_is_413_before_anything_is_written(
+    http: httpx.AsyncClient,
+) -> None:
+    thread_id = await new_thread(http)
+    body = {"assistant_id": "lead_agent", "input": says("x" * (9 * MiB))}  # the limit is 8 MiB
+    reply = await http.post(f"/threads/{thread_id}/runs", json=body)
+    assert reply.status_code == 413, reply.text
+    assert "WAYBILL_MAX_REQUEST_BYTES" in reply.json()["detail"]
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        yield json.dumps(body).encode()
+
+    reply = await http.post(
+        f"/threads/{thread_id}/runs",
+        content=chunked(),
+        headers={"content-type": "application/json"},
+    )
+    assert reply.status_code == 413, reply.text
+    big_metadata = {"metadata": {"notes": "y" * (9 * MiB)}}
+    assert (await http.patch(f"/threads/{thread_id}", json=big_metadata)).status_code == 413
+    assert await runs_of(http, thread_id) == []
+    thread = (await http.get(f"/threads/{thread_id}")).json()
+    assert thread["status"] == "idle" and thread["metadata"] == {}
+
+
+async def test_a_run_larger_than_grpcs_default_message_is_served_whole(
+    http: httpx.AsyncClient,
+) -> None:
+    """5 MiB of input: under the request limit, over gRPC's 4 MiB default, so every
+    channel and server on its way must take it; the run can be read and deleted."""
+    thread_id = await new_thread(http)
+    text = "z" * (5 * MiB)
+    reply = await http.post(
+        f"/threads/{thread_id}/runs/wait", json={"assistant_id": "lead_agent", "input": says(text)}
+    )
+    assert reply.status_code == 200, reply.text[:300]
+    assert reply.json()["messages"][0]["content"] == text
+    (run,) = await runs_of(http, thread_id)
+    assert run["status"] == "success"
+    assert len((await http.get(f"/threads/{thread_id}/state")).content) > 5 * MiB
+    assert (await http.delete(f"/threads/{thread_id}")).status_code == 204
+
+
+def test_grpc_messages_must_fit_what_the_gateway_admits() -> None:
+    with pytest.raises(ValueError, match="twice max_request_bytes"):
+        Settings(max_request_bytes=40 * MiB, grpc_max_message_bytes=64 * MiB)
+    Settings(max_request_bytes=32 * MiB, grpc_max_message_bytes=64 * MiB)

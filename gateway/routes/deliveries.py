@@ -189,7 +189,8 @@ async def _first_chunk(chunks: Any) -> delivery_pb2.FileChunk | None:
         async for chunk in chunks:
             return chunk  # type: ignore[no-any-return]
     except grpc.aio.AioRpcError as error:
-        raise HTTPException(http_status_for(error.code()), error.details() or "") from error
+        details = error.details() or ""
+        raise HTTPException(http_status_for(error.code(), details), details) from error
     return None
 
 

@@ -40,6 +40,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
+from waybill.common.grpc_channels import open_channel
 from waybill.services.admission import metrics
 from waybill.services.admission.tables import log_closes
 from waybill.v1 import journal_pb2, journal_pb2_grpc
@@ -110,7 +111,7 @@ class LogCloser:
         self.grace_seconds = grace_seconds
         self.retry_seconds = retry_seconds
         self.rpc_timeout = rpc_timeout
-        self.channel = grpc.aio.insecure_channel(journal_addr)
+        self.channel = open_channel(journal_addr)
         self.journal = journal_pb2_grpc.JournalStub(self.channel)
         self._wake = asyncio.Event()
         # When the sleeping loop wakes by itself (event-loop time); None: it sleeps

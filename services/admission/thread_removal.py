@@ -8,6 +8,7 @@ from __future__ import annotations
 import grpc
 
 from waybill.common.errors import ServiceError
+from waybill.common.grpc_channels import open_channel, round_robin
 from waybill.common.settings import Settings
 from waybill.services.admission.store import AdmissionStore
 from waybill.v1 import (
@@ -25,12 +26,9 @@ class ThreadRemoval:
         self.store = store
         self.timeout = settings.rpc_timeout_seconds
         self.channels = [
-            grpc.aio.insecure_channel(settings.journal_addr),
-            grpc.aio.insecure_channel(settings.delivery_addr),
-            grpc.aio.insecure_channel(
-                settings.runner_read_target or settings.runner_addr,
-                options=[("grpc.lb_policy_name", "round_robin")],
-            ),
+            open_channel(settings.journal_addr),
+            open_channel(settings.delivery_addr),
+            round_robin(settings.runner_read_target or settings.runner_addr),
         ]
         self.journal = journal_pb2_grpc.JournalStub(self.channels[0])
         self.delivery = delivery_pb2_grpc.DeliveryStub(self.channels[1])

@@ -11,6 +11,7 @@ import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
+from waybill.common.grpc_channels import open_channel
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
 from waybill.common.identity import acting_user
 from waybill.common.settings import Settings, get_settings
@@ -263,7 +264,7 @@ async def main() -> None:
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     outbox_store = OutboxStore(store.engine)
-    admission = grpc.aio.insecure_channel(settings.admission_addr)
+    admission = open_channel(settings.admission_addr)
     outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
     sending = asyncio.create_task(outbox.run_forever())
     servicer = DeliveryServicer(settings, store, outbox_store, outbox)

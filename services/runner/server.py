@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-import grpc
 from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
+from waybill.common.grpc_channels import open_channel
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
@@ -291,14 +291,12 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
 
 def connect_peers(settings: Settings) -> Peers:
-    journal = journal_pb2_grpc.JournalStub(grpc.aio.insecure_channel(settings.journal_addr))
+    journal = journal_pb2_grpc.JournalStub(open_channel(settings.journal_addr))
     return Peers(
-        admission=admission_pb2_grpc.AdmissionStub(
-            grpc.aio.insecure_channel(settings.admission_addr)
-        ),
+        admission=admission_pb2_grpc.AdmissionStub(open_channel(settings.admission_addr)),
         journal=journal,
         journal_link=JournalLink(journal),
-        delivery=delivery_pb2_grpc.DeliveryStub(grpc.aio.insecure_channel(settings.delivery_addr)),
+        delivery=delivery_pb2_grpc.DeliveryStub(open_channel(settings.delivery_addr)),
         rpc_timeout=settings.rpc_timeout_seconds,
     )
 

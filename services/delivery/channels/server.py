@@ -11,6 +11,7 @@ import grpc
 import httpx
 
 from waybill.common import codec
+from waybill.common.grpc_channels import open_channel
 from waybill.common.grpc_server import translate_errors
 from waybill.common.settings import Settings
 from waybill.services.delivery.channels.config import load_channels
@@ -46,8 +47,8 @@ class ChannelsService:
             logging.getLogger(name).setLevel(logging.WARNING)
         specs = load_channels(settings)
         self.channels = [
-            grpc.aio.insecure_channel(settings.admission_addr),
-            grpc.aio.insecure_channel(settings.journal_addr),
+            open_channel(settings.admission_addr),
+            open_channel(settings.journal_addr),
         ]
         self.http = httpx.AsyncClient(timeout=settings.channel_http_timeout_seconds)
         self.dispatcher = ChannelDispatcher(
