@@ -3,7 +3,8 @@
 An API key (`x-api-key: <key>` or `Authorization: Bearer <key>`) names a
 principal from the config; only the keys' SHA-256 digests are kept. The
 internal token (channel adapters, the scheduler) must name the owner it acts
-for in `x-waybill-on-behalf-of`, and then has exactly that owner's rights.
+for in `x-waybill-on-behalf-of`, and then has that owner's rights, limited to
+what chats and schedules do (`INTERNAL_SCOPES`); it never acts for an admin.
 With no keys configured, every request is the one local user (the embedded
 default), and the gateway says so at start-up.
 
@@ -53,6 +54,10 @@ ON_BEHALF_OF_HEADER = "x-waybill-on-behalf-of"
 CHANNEL_HEADER = "x-waybill-channel"
 
 AUTHENTICATED = ""  # any authenticated principal may call it
+# All the internal token may do for an owner: start and follow conversations.
+INTERNAL_SCOPES = frozenset(
+    {"threads:read", "threads:write", "runs:create", "runs:read", "runs:cancel"}
+)
 # Chat platforms call these routes: no API key, the platform's own proof (a
 # signature, a secret token) checked by the Channels service. Only the channels
 # router serves them, and `platform_signed` refuses any other route.
@@ -235,7 +240,10 @@ class KeyRing:
             raise HTTPException(
                 403, f"{ON_BEHALF_OF_HEADER}: no principal '{user_id}' is configured."
             )
-        return Principal(owner.user_id, owner.role, owner.scopes, channel_of(headers))
+        if owner.role == "admin" or "admin" in owner.scopes:
+            raise HTTPException(403, "The internal token cannot act for an admin.")
+        scopes = owner.scopes & INTERNAL_SCOPES
+        return Principal(owner.user_id, owner.role, scopes, channel_of(headers))
 
 
 def channel_of(headers: Any) -> dict[str, str] | None:

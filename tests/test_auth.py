@@ -295,6 +295,27 @@ async def test_the_internal_principal_acts_only_as_the_owner_it_names(
     }
 
 
+async def test_the_internal_token_is_no_master_key(
+    auth_stack: AuthStack, alice: httpx.AsyncClient
+) -> None:
+    """It acts for non-admin owners only, and only as chats and schedules do."""
+    thread_id, _ = await thread_with_a_run(alice)
+    internal = {"x-api-key": INTERNAL_TOKEN}
+    for_admin = {**internal, "x-waybill-on-behalf-of": "admin"}
+    for_alice = {**internal, "x-waybill-on-behalf-of": "alice"}
+    async with httpx.AsyncClient(base_url=auth_stack.url, timeout=30) as raw:
+        refused = await raw.post("/threads/search", headers=for_admin, json={})
+        assert refused.status_code == 403
+        assert "cannot act for an admin" in refused.json()["detail"]
+        assert (await raw.delete(f"/threads/{thread_id}", headers=for_alice)).status_code == 403
+        item = {"namespace": ["notes"], "key": "k", "value": {"v": 1}}
+        assert (await raw.put("/store/items", headers=for_alice, json=item)).status_code == 403
+        cron = {"assistant_id": "lead_agent", "schedule": "0 0 1 1 *"}
+        assert (await raw.post("/runs/crons", headers=for_alice, json=cron)).status_code == 403
+        assert (await raw.get(f"/threads/{thread_id}", headers=for_alice)).status_code == 200
+    assert (await alice.get(f"/threads/{thread_id}")).status_code == 200  # not deleted
+
+
 async def test_request_secrets_are_sealed_at_rest_and_redacted_in_reads(
     auth_stack: AuthStack, alice: httpx.AsyncClient
 ) -> None:
