@@ -41,8 +41,10 @@ PEER_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def translate_errors(handler: F) -> F:
-    """Turn a `ServiceError` raised by domain code into the gRPC status it names, and a
-    peer that could not be reached into UNAVAILABLE."""
+    """Turn a `ServiceError` raised by domain code into the gRPC status it names, a
+    peer that could not be reached into UNAVAILABLE, and anything else into INTERNAL
+    with a plain message (the log keeps the traceback; no class name or server path
+    reaches the client, as gRPC's own "Unexpected <class …>" would carry them)."""
     if inspect.isasyncgenfunction(handler):
 
         @functools.wraps(handler)
@@ -55,6 +57,10 @@ def translate_errors(handler: F) -> F:
             except grpc.aio.AioRpcError as error:
                 await _abort_if_peer_down(context, error)
                 raise
+            except grpc.aio.AbortError:
+                raise  # the handler aborted with a status of its own
+            except Exception:
+                await _abort_internal(context, handler.__qualname__)
 
         return stream_wrapper  # type: ignore[return-value]
 
@@ -67,8 +73,19 @@ def translate_errors(handler: F) -> F:
         except grpc.aio.AioRpcError as error:
             await _abort_if_peer_down(context, error)
             raise
+        except grpc.aio.AbortError:
+            raise  # the handler aborted with a status of its own
+        except Exception:
+            await _abort_internal(context, handler.__qualname__)
 
     return unary_wrapper  # type: ignore[return-value]
+
+
+async def _abort_internal(context: Any, method: str) -> None:
+    log.exception("%s failed", method)
+    await context.abort(
+        grpc.StatusCode.INTERNAL, f"{method} failed on the server; its log has the details."
+    )
 
 
 async def _abort_if_peer_down(context: Any, error: grpc.aio.AioRpcError) -> None:

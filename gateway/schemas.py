@@ -70,7 +70,13 @@ class ThreadStateUpdate(Envelope):
 
 MAX_START_DELAY_SECONDS = 365 * 24 * 3600  # as admission's policy
 
-Label = Annotated[str, Field(min_length=1, pattern=r"^[^.]+$")]  # the SDK joins labels with "."
+# The SDK joins labels with "."; LangGraph's stores refuse NUL in one.
+Label = Annotated[str, Field(min_length=1, pattern=r"^[^.\x00]+$")]
+# What LangGraph's SQL stores take as a filter key (a JSON path, dot-separated).
+FilterKey = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]+$")]
+# Counts and positions travel as protobuf int32.
+INT32_MAX = 2**31 - 1
+Offset = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
 class StoreItemPut(Envelope):
@@ -88,9 +94,9 @@ class StoreItemDelete(Envelope):
 
 class StoreSearch(Envelope):
     namespace_prefix: list[Label] = Field(default_factory=list)
-    filter: dict[str, Any] | None = None
+    filter: dict[FilterKey, Any] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     query: str | None = None
     refresh_ttl: bool | None = None
 
@@ -98,9 +104,9 @@ class StoreSearch(Envelope):
 class StoreNamespaces(Envelope):
     prefix: list[Label] | None = None
     suffix: list[Label] | None = None
-    max_depth: int | None = Field(default=None, ge=1)
+    max_depth: int | None = Field(default=None, ge=1, le=INT32_MAX)
     limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
 
 
 AssistantField = Literal[

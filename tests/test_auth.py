@@ -21,6 +21,7 @@ KEYS = {
     "bob": "bob-key-0002",
     "reader": "reader-key-0003",
     "creator": "creator-key-0004",  # may create runs, but not cancel any
+    "jane.doe": "jane-key-0006",  # a dot, which no store namespace label may hold
 }
 ADMIN_KEY = "admin-key-0000"
 INTERNAL_TOKEN = "internal-token-0005"
@@ -34,6 +35,7 @@ def principals() -> list[dict[str, Any]]:
     return [
         entry("alice"),
         entry("bob"),
+        entry("jane.doe"),
         entry("reader", role="reader"),
         entry(
             "creator",
@@ -424,3 +426,18 @@ async def test_a_roles_tool_list_limits_what_its_runs_may_call(auth_stack: AuthS
     assert refused["status"] == "error" and "add" in refused["content"]
     echoed = await call_tool("creator", '/tool echo {"text": "allowed"}')
     assert echoed["content"] == "allowed"
+
+
+async def test_a_user_whose_id_holds_a_dot_has_a_store_of_their_own(auth_stack: AuthStack) -> None:
+    item = {"namespace": ["notes"], "key": "k", "value": {"v": "jane's"}}
+    async with as_user(auth_stack, "jane.doe") as jane, as_user(auth_stack, "alice") as alice:
+        assert (await jane.put("/store/items", json=item)).status_code == 204
+        got = await jane.get("/store/items", params={"namespace": "notes", "key": "k"})
+        assert got.status_code == 200, got.text
+        assert got.json()["value"] == {"v": "jane's"}
+        found = await jane.post("/store/items/search", json={"namespace_prefix": ["notes"]})
+        assert [i["value"] for i in found.json()["items"]] == [{"v": "jane's"}]
+        listed = await jane.post("/store/namespaces", json={})
+        assert listed.json()["namespaces"] == [["notes"]]
+        theirs = await alice.post("/store/items/search", json={"namespace_prefix": ["notes"]})
+        assert {"v": "jane's"} not in [i["value"] for i in theirs.json()["items"]]

@@ -202,3 +202,19 @@ def test_grpc_messages_must_fit_what_the_gateway_admits() -> None:
     with pytest.raises(ValueError, match="twice max_request_bytes"):
         Settings(max_request_bytes=40 * MiB, grpc_max_message_bytes=64 * MiB)
     Settings(max_request_bytes=32 * MiB, grpc_max_message_bytes=64 * MiB)
+
+
+async def test_store_labels_and_filter_keys_langgraph_refuses_are_422(
+    http: httpx.AsyncClient,
+) -> None:
+    put = {"namespace": ["a\x00b"], "key": "k", "value": {"x": 1}}
+    assert (await http.put("/store/items", json=put)).status_code == 422
+    for key in ("a'; drop", "a.b$c", "名前"):
+        search = {"namespace_prefix": ["notes"], "filter": {key: 1}}
+        reply = await http.post("/store/items/search", json=search)
+        assert reply.status_code == 422, (key, reply.text)
+    for offset in (-1, 2**31):
+        reply = await http.post("/store/items/search", json={"offset": offset})
+        assert reply.status_code == 422, (offset, reply.text)
+    fine = {"namespace_prefix": ["notes"], "filter": {"a.b_c-d": 1}}
+    assert (await http.post("/store/items/search", json=fine)).status_code == 200

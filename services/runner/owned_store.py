@@ -38,6 +38,12 @@ from waybill.common.settings import Settings, get_settings
 USERS = "users"
 
 
+def owner_label(owner_id: str) -> str:
+    """`owner_id` as one namespace label: LangGraph refuses "." and NUL in labels
+    (and the SDK joins labels with "."), so they are %-escaped, reversibly."""
+    return owner_id.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
+
+
 def store_of(inner: BaseStore, owner_id: str) -> BaseStore:
     """The store as `owner_id` sees it (see the module's docstring)."""
     settings = get_settings()
@@ -61,7 +67,7 @@ def _confined_principals(settings: Settings) -> set[str]:
 class OwnedStore(BaseStore):
     def __init__(self, inner: BaseStore, owner_id: str) -> None:
         self.inner = inner
-        self.prefix: tuple[str, ...] = (USERS, owner_id)
+        self.prefix: tuple[str, ...] = (USERS, owner_label(owner_id))
         # The inner store's expiry settings: BaseStore reads them for a put's
         # default TTL and a read's refresh, and refuses `ttl=` without them.
         self.ttl_config = inner.ttl_config
