@@ -97,7 +97,7 @@ def check_services(settings: Settings, gateway_url: str) -> list[Finding]:
     found = []
     for service in GRPC_SERVICES:
         address = str(getattr(settings, f"{service}_addr"))
-        if grpc_serving(address):
+        if grpc_serving(address, settings):
             found.append(Finding("ok", service, f"{address} SERVING"))
         else:
             found.append(Finding("FAIL", service, f"{address} not serving (grpc.health.v1)"))

@@ -20,7 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from waybill.common import logs, tracing
 from waybill.common.errors import ServiceError
-from waybill.common.grpc_channels import message_options
+from waybill.common.grpc_channels import message_options, server_credentials
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.metrics import serve_metrics
 from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
@@ -123,7 +123,11 @@ async def serve(
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    server.add_insecure_port(address)
+    credentials = server_credentials(settings)
+    if credentials is None:
+        server.add_insecure_port(address)
+    else:
+        server.add_secure_port(address, credentials)  # and no plaintext port at all
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(f"waybill.v1.{service}", health_pb2.HealthCheckResponse.SERVING)

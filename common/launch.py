@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from waybill.common.grpc_channels import blocking_channel
 from waybill.common.settings import Settings
 
 # `-P`: the working directory stays off each process's `sys.path`, so a project's
@@ -35,8 +36,10 @@ SERVICES = {
 }
 
 
-def grpc_serving(address: str) -> bool:
-    with grpc.insecure_channel(address) as channel:
+def grpc_serving(address: str, settings: Settings | None = None) -> bool:
+    """Whether the service at `address` reports SERVING (over TLS when `settings`
+    configure it; plaintext otherwise)."""
+    with blocking_channel(address, settings) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=1.0
@@ -123,7 +126,11 @@ class Stack:
         while waiting:
             self.raise_if_dead()
             name = waiting[0]
-            ready = _http_ok(self.url) if name == "gateway" else grpc_serving(self.address_of(name))
+            ready = (
+                _http_ok(self.url)
+                if name == "gateway"
+                else grpc_serving(self.address_of(name), self.settings)
+            )
             if ready:
                 waiting.pop(0)
                 continue

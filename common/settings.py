@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     # Fernet key sealing `context.secrets` at rest (see common/sealed.py).
     secrets_key: str | None = None
 
+    # Mutual TLS between the services (see common/grpc_channels.py): the CA that
+    # signs every service's certificate, and this process's own. All three or none.
+    tls_ca_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+
     admission_addr: str = "127.0.0.1:50151"
     runner_addr: str = "127.0.0.1:50152"
     journal_addr: str = "127.0.0.1:50153"
@@ -201,6 +207,20 @@ class Settings(BaseSettings):
     # days), and the forgetting runs this often.
     channel_dedupe_seconds: float = 7 * 86400.0
     channel_dedupe_sweep_seconds: float = 3600.0
+
+    @model_validator(mode="after")
+    def _tls_whole(self) -> Settings:
+        given = [self.tls_ca_file, self.tls_cert_file, self.tls_key_file]
+        if any(given) and not all(given):
+            raise ValueError(
+                "service TLS needs all of tls_ca_file, tls_cert_file and tls_key_file "
+                "(WAYBILL_TLS_CA_FILE, WAYBILL_TLS_CERT_FILE, WAYBILL_TLS_KEY_FILE)"
+            )
+        return self
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_ca_file is not None
 
     @model_validator(mode="after")
     def _messages_fit_requests(self) -> Settings:
