@@ -199,3 +199,24 @@ def test_the_image_is_multi_stage_non_root_and_has_every_package() -> None:
         assert f"COPY {package} ./{package}" in dockerfile
         assert f"COPY --from=builder /src/{package} ./{package}" in dockerfile
         assert f"!{package}\n" in (DEPLOY / "Dockerfile.dockerignore").read_text()
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_only_waybill_pods_reach_the_grpc_services(kustomization: str) -> None:
+    docs = rendered(kustomization)
+    policies = of_kind(docs, "NetworkPolicy")
+    services = policies["waybill-services"]["spec"]
+    [guarded] = services["podSelector"]["matchExpressions"]
+    assert set(guarded["values"]) == set(GRPC_SERVICES)
+    [rule] = services["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "waybill"}}}
+    ]
+    assert rule["ports"] == [{"port": "grpc"}]
+    for name, deployment in of_kind(docs, "Deployment").items():
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert labels["app.kubernetes.io/part-of"] == "waybill", name
+        if name in GRPC_SERVICES:
+            assert container(deployment)["ports"][0]["name"] == "grpc", name
+    gateway = policies["waybill-gateway"]["spec"]
+    assert gateway["ingress"] == [{"ports": [{"port": "http"}]}]
