@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     builtin_graphs: bool = True  # false: only the project's graphs (no lead_agent)
     config: Path | None = None  # the YAML file (models, …)
     cors_origins: str = "*"
+    # Answer a browser's private-network preflight (Chrome's Private Network Access:
+    # a public page, such as LangGraph Studio, calling a loopback or LAN server).
+    # `waybill dev` turns it on, as `langgraph dev` sets ALLOW_PRIVATE_NETWORK.
+    allow_private_network: bool = False
     # Auth is on when either is set or the YAML config lists `auth.principals`.
     api_key: str | None = None  # quick start: one admin principal with this key
     # The channel adapters' and scheduler's token; they act on behalf of an owner.

@@ -219,14 +219,36 @@ async def get_assistant(assistant_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/assistants/{assistant_id}/graph")
-async def get_assistant_graph(assistant_id: str, request: Request, xray: bool = False) -> Response:
+async def get_assistant_graph(
+    assistant_id: str, request: Request, xray: str | None = None
+) -> Response:
+    every_level, depth = xray_levels(xray)
     assistant = await _assistant(request, assistant_id)
     reply = await call(
         peers_of(request).runner.GetGraph(
-            runner_pb2.GetGraphRequest(graph_id=assistant.graph_id, xray=xray)
+            runner_pb2.GetGraphRequest(
+                graph_id=assistant.graph_id, xray=every_level, xray_depth=depth
+            )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def xray_levels(xray: str | None) -> tuple[bool, int]:
+    """`?xray=` as LangGraph Platform reads it: true/True (every level), false/False
+    or absent (none), or a positive number of levels; anything else is a 422."""
+    if not xray or xray in ("false", "False"):
+        return False, 0
+    if xray in ("true", "True"):
+        return True, 0
+    try:
+        depth = int(xray)
+    except ValueError:
+        depth = 0
+    if depth <= 0:
+        raise HTTPException(422, "Invalid xray value")
+    # No graph nests 2**31 deep: a larger depth draws what int32's largest draws.
+    return False, min(depth, 2**31 - 1)
 
 
 @router.get("/assistants/{assistant_id}/schemas")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -27,6 +26,7 @@ from waybill.services.runner.graphs import (
     GraphNotFoundError,
     GraphRegistry,
 )
+from waybill.services.runner.introspection import drawing_of, schemas_of, xray_of
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
@@ -82,28 +82,6 @@ def _put_index(index_json: bytes) -> Literal[False] | list[str] | None:
     if isinstance(index, list) and index and all(isinstance(p, str) and p for p in index):
         return index
     raise invalid('index: false, or a list of JSON paths such as ["text"].')
-
-
-def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
-    """A schema pydantic cannot express is reported as null, as LangGraph Platform does."""
-    try:
-        with warnings.catch_warnings():
-            # LangGraph deprecates the config schema, but Platform clients still read it.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            return make_schema()
-    except Exception:
-        log.warning("cannot build a JSON schema", exc_info=True)
-        return None
-
-
-def _schemas_of(graph: Any) -> dict[str, Any]:
-    return {
-        "input_schema": _schema_or_none(graph.get_input_jsonschema),
-        "output_schema": _schema_or_none(graph.get_output_jsonschema),
-        "state_schema": _schema_or_none(graph.get_output_jsonschema),
-        "config_schema": _schema_or_none(graph.get_config_jsonschema),
-        "context_schema": _schema_or_none(graph.get_context_jsonschema),
-    }
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
@@ -269,20 +247,20 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     @translate_errors
     async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
         async with self._graph(request.graph_id, "assistants.read", context) as graph:
-            drawable = (await graph.aget_graph(xray=request.xray)).to_json()
+            drawable = await drawing_of(graph, xray_of(request.xray, request.xray_depth))
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
 
     @translate_errors
     async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
         async with self._graph(request.graph_id, "assistants.read", context) as graph:
-            schemas = {"graph_id": request.graph_id, **_schemas_of(graph)}
+            schemas = {"graph_id": request.graph_id, **schemas_of(graph)}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
     @translate_errors
     async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
         async with self._graph(request.graph_id, "assistants.read", context) as graph:
             found = {
-                namespace: _schemas_of(subgraph)
+                namespace: schemas_of(subgraph)
                 async for namespace, subgraph in graph.aget_subgraphs(
                     namespace=request.namespace or None, recurse=request.recurse
                 )

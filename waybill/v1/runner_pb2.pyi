@@ -117,12 +117,14 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetGraphRequest(_message.Message):
-    __slots__ = ("graph_id", "xray")
+    __slots__ = ("graph_id", "xray", "xray_depth")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     XRAY_FIELD_NUMBER: _ClassVar[int]
+    XRAY_DEPTH_FIELD_NUMBER: _ClassVar[int]
     graph_id: str
     xray: bool
-    def __init__(self, graph_id: _Optional[str] = ..., xray: _Optional[bool] = ...) -> None: ...
+    xray_depth: int
+    def __init__(self, graph_id: _Optional[str] = ..., xray: _Optional[bool] = ..., xray_depth: _Optional[int] = ...) -> None: ...
 
 class GetSchemasRequest(_message.Message):
     __slots__ = ("graph_id",)
