@@ -182,6 +182,35 @@ async def test_a_graph_without_subgraphs_has_none(studio: LangGraphClient) -> No
         assert await studio.assistants.get_subgraphs(assistant_id, recurse=True) == {}
 
 
+# ---- a factory is called with the assistant's config ---------------------------------
+
+
+async def test_a_factory_draws_the_graph_of_the_assistants_config(
+    studio: LangGraphClient,
+) -> None:
+    """As on the Platform, the factory is called with the assistant's config, so
+    Studio draws the graph each assistant runs (the system one has no config)."""
+    shaped = REFERENCE["shaped"]
+    system = system_assistant_id("shaped")
+    assert await studio.assistants.get_graph(system) == shaped["system"]
+
+    steps = await studio.assistants.create(
+        "shaped", config={"configurable": {"steps": ["fetch", "sum"]}}
+    )
+    assert await studio.assistants.get_graph(steps["assistant_id"]) == shaped["steps"]
+    assert await studio.assistants.get_schemas(steps["assistant_id"]) == shaped["steps schemas"]
+
+    nested = await studio.assistants.create(
+        "shaped", config={"configurable": {"steps": ["fetch", "sum"], "nested": True}}
+    )
+    nested_id = nested["assistant_id"]
+    assert await studio.assistants.get_graph(nested_id) == shaped["nested"]
+    assert await studio.assistants.get_graph(nested_id, xray=True) == shaped["nested xray"]
+    assert await studio.assistants.get_subgraphs(nested_id) == shaped["nested subgraphs"]
+    for created in (steps, nested):
+        await studio.assistants.delete(created["assistant_id"])
+
+
 # ---- Studio's page reaching the server -----------------------------------------------
 
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
+from waybill.gateway.project_http import picked_headers
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import (
     AssistantCount,
@@ -227,7 +228,10 @@ async def get_assistant_graph(
     reply = await call(
         peers_of(request).runner.GetGraph(
             runner_pb2.GetGraphRequest(
-                graph_id=assistant.graph_id, xray=every_level, xray_depth=depth
+                graph_id=assistant.graph_id,
+                xray=every_level,
+                xray_depth=depth,
+                config_json=_factory_config(request, assistant),
             )
         )
     )
@@ -256,7 +260,9 @@ async def get_assistant_schemas(assistant_id: str, request: Request) -> Response
     assistant = await _assistant(request, assistant_id)
     reply = await call(
         peers_of(request).runner.GetSchemas(
-            runner_pb2.GetSchemasRequest(graph_id=assistant.graph_id)
+            runner_pb2.GetSchemasRequest(
+                graph_id=assistant.graph_id, config_json=_factory_config(request, assistant)
+            )
         )
     )
     return Response(reply.json, media_type="application/json")
@@ -271,11 +277,24 @@ async def get_assistant_subgraphs(
     reply = await call(
         peers_of(request).runner.GetSubgraphs(
             runner_pb2.GetSubgraphsRequest(
-                graph_id=assistant.graph_id, namespace=namespace, recurse=recurse
+                graph_id=assistant.graph_id,
+                namespace=namespace,
+                recurse=recurse,
+                config_json=_factory_config(request, assistant),
             )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def _factory_config(request: Request, assistant: admission_pb2.Assistant) -> bytes:
+    """The config a graph factory is called with to draw or describe the assistant's
+    graph, as LangGraph Platform calls it: the assistant's config, and the request
+    headers `configurable_headers` picks in its `configurable`."""
+    config = codec.loads(assistant.config_json, {})
+    picked = picked_headers(request.headers, request.app.state.http)
+    config["configurable"] = {**(config.get("configurable") or {}), **picked}
+    return codec.dumps(config)
 
 
 def _search_value(body: AssistantSearch | AssistantCount) -> dict[str, Any]:

@@ -6,9 +6,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import grpc
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
@@ -84,6 +85,18 @@ def _put_index(index_json: bytes) -> Literal[False] | list[str] | None:
     raise invalid('index: false, or a list of JSON paths such as ["text"].')
 
 
+def _with_caller(config: dict[str, Any], user: AuthUser) -> RunnableConfig:
+    """An assistant's config with the reader as LangGraph Platform stamps a caller in
+    (`merge_auth`): whatever the assistant's config said of a user is replaced."""
+    configurable = {
+        **(config.get("configurable") or {}),
+        "langgraph_auth_user": user,
+        "langgraph_auth_user_id": user.identity,
+        "langgraph_auth_permissions": user.permissions,
+    }
+    return cast(RunnableConfig, {**config, "configurable": configurable})
+
+
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
         self.graphs = graphs
@@ -93,9 +106,14 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @asynccontextmanager
     async def _graph(
-        self, graph_id: str, access_context: AccessContext, context: Any
+        self,
+        graph_id: str,
+        access_context: AccessContext,
+        context: Any,
+        config_json: bytes = b"",
     ) -> AsyncIterator[Any]:
-        """The graph for one read; a factory gets a read-only runtime with the caller."""
+        """The graph for one read; a factory gets a read-only runtime with the caller,
+        and the assistant's config (`config_json`) with the caller stamped in it."""
         caller = caller_of(context) or LOCAL_USER
         # The project's user when its auth made the caller, as a run's factory sees it.
         user = (
@@ -104,7 +122,8 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             else principal_user(caller.user_id, sorted(caller.scopes))
         )
         try:
-            opened = self.graphs.open(graph_id, access_context, user=user)
+            config = _with_caller(codec.loads(config_json, None), user) if config_json else None
+            opened = self.graphs.open(graph_id, access_context, config, user=user)
             async with opened as graph:
                 yield graph
         except GraphNotFoundError as error:
@@ -246,19 +265,25 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
-        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+        async with self._graph(
+            request.graph_id, "assistants.read", context, request.config_json
+        ) as graph:
             drawable = await drawing_of(graph, xray_of(request.xray, request.xray_depth))
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
 
     @translate_errors
     async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
-        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+        async with self._graph(
+            request.graph_id, "assistants.read", context, request.config_json
+        ) as graph:
             schemas = {"graph_id": request.graph_id, **schemas_of(graph)}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
     @translate_errors
     async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
-        async with self._graph(request.graph_id, "assistants.read", context) as graph:
+        async with self._graph(
+            request.graph_id, "assistants.read", context, request.config_json
+        ) as graph:
             found = {
                 namespace: schemas_of(subgraph)
                 async for namespace, subgraph in graph.aget_subgraphs(
