@@ -123,6 +123,17 @@ async def test_a_depth_past_any_graph_draws_every_level(raw: httpx.AsyncClient) 
     assert reply.json() == REFERENCE["graph"]["deep"]["true"]
 
 
+@pytest.mark.parametrize(
+    "path", ["graph", "graph?xray=true", "subgraphs", "subgraphs?recurse=true"]
+)
+async def test_a_graph_that_cannot_be_drawn_is_a_422(raw: httpx.AsyncClient, path: str) -> None:
+    reply = await raw.get(f"/assistants/{system_assistant_id('undrawable')}/{path}")
+    assert reply.status_code == 422
+    assert reply.json() == {"detail": "The graph does not support visualization"}
+    schemas = await raw.get(f"/assistants/{system_assistant_id('undrawable')}/schemas")
+    assert schemas.json()["input_schema"]["title"] == "Note"
+
+
 # ---- schemas and subgraphs -----------------------------------------------------------
 
 

@@ -43,6 +43,17 @@ async def drawing_of(graph: Any, xray: bool | int) -> dict[str, Any]:
     return drawable
 
 
+async def subgraph_schemas(graph: Any, namespace: str | None, recurse: bool) -> dict[str, Any]:
+    """The schemas of each subgraph by its namespace (`parent|child` when recursing)."""
+    try:
+        return {
+            found: schemas_of(subgraph)
+            async for found, subgraph in graph.aget_subgraphs(namespace=namespace, recurse=recurse)
+        }
+    except NotImplementedError as error:
+        raise invalid("The graph does not support visualization") from error
+
+
 def schemas_of(graph: Any) -> dict[str, Any]:
     """Input, output, state, config and context schemas; one that cannot be built is null."""
     return {

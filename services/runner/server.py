@@ -27,7 +27,12 @@ from waybill.services.runner.graphs import (
     GraphNotFoundError,
     GraphRegistry,
 )
-from waybill.services.runner.introspection import drawing_of, schemas_of, xray_of
+from waybill.services.runner.introspection import (
+    drawing_of,
+    schemas_of,
+    subgraph_schemas,
+    xray_of,
+)
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
@@ -284,12 +289,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         async with self._graph(
             request.graph_id, "assistants.read", context, request.config_json
         ) as graph:
-            found = {
-                namespace: schemas_of(subgraph)
-                async for namespace, subgraph in graph.aget_subgraphs(
-                    namespace=request.namespace or None, recurse=request.recurse
-                )
-            }
+            found = await subgraph_schemas(graph, request.namespace or None, request.recurse)
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
 
