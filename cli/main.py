@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,12 @@ def threads_command(gateway: Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+def open_to_studio(env: MutableMapping[str, str]) -> None:
+    """`waybill dev` answers private-network preflights unless told otherwise, as
+    `langgraph dev` does, so that Studio's page can call the local gateway."""
+    env.setdefault("WAYBILL_ALLOW_PRIVATE_NETWORK", "true")
+
+
 def start_stack(args: argparse.Namespace) -> int:
     # `dev` serves ./langgraph.json by default, as `langgraph dev` does.
     here = Path("langgraph.json")
@@ -208,6 +214,8 @@ def start_stack(args: argparse.Namespace) -> int:
         else None
     )
     apply_project_options(args, default)
+    if args.command == "dev":
+        open_to_studio(os.environ)
     if args.command == "dev" and not args.no_reload:
         from waybill.cli.dev import main as dev
 

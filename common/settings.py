@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     # Every gRPC channel and server's largest message. Well above the request limit:
     # a run's input is copied into its state, and its state into events.
     grpc_max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # Answer a browser's private-network preflight (Chrome's Private Network Access:
+    # a public page, such as LangGraph Studio, calling a loopback or LAN server).
+    # `waybill dev` turns it on, as `langgraph dev` sets ALLOW_PRIVATE_NETWORK.
+    allow_private_network: bool = False
     # Auth is on when either is set or the YAML config lists `auth.principals`.
     api_key: str | None = None  # quick start: one admin principal with this key
     # The channel adapters' and scheduler's token; they act on behalf of an owner.

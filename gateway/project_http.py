@@ -148,14 +148,25 @@ def _mount_prefix(raw: Any) -> str | None:
     return raw.rstrip("/") or None
 
 
-def cors_options(config: HttpConfig, default_origins: str) -> dict[str, Any]:
-    """CORSMiddleware's arguments: the project's `http.cors`, else Waybill's default."""
-    if config.cors is not None:
-        return dict(config.cors)
+def cors_options(
+    config: HttpConfig, default_origins: str, allow_private_network: bool = False
+) -> dict[str, Any]:
+    """CORSMiddleware's arguments: the project's `http.cors`, else Waybill's default;
+    either way a private-network preflight is answered as the setting says."""
+    return {
+        **(dict(config.cors) if config.cors is not None else default_cors(default_origins)),
+        "allow_private_network": allow_private_network,
+    }
+
+
+def default_cors(default_origins: str) -> dict[str, Any]:
+    """LangGraph Platform's default: any method and header; credentials allowed
+    when the origins are named (a browser refuses them with `*`)."""
     origins = [o.strip() for o in default_origins.split(",") if o.strip()]
     # X-Pagination-*: LangGraph Platform's paging of searches (the SDK reads Next).
     return {
         "allow_origins": origins,
+        "allow_credentials": "*" not in origins,
         "allow_methods": ["*"],
         "allow_headers": ["*"],
         "expose_headers": DEFAULT_EXPOSE,

@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
+from waybill.gateway.project_http import picked_headers
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import (
     AssistantCount,
@@ -219,14 +220,39 @@ async def get_assistant(assistant_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/assistants/{assistant_id}/graph")
-async def get_assistant_graph(assistant_id: str, request: Request, xray: bool = False) -> Response:
+async def get_assistant_graph(
+    assistant_id: str, request: Request, xray: str | None = None
+) -> Response:
+    every_level, depth = xray_levels(xray)
     assistant = await _assistant(request, assistant_id)
     reply = await call(
         peers_of(request).runner.GetGraph(
-            runner_pb2.GetGraphRequest(graph_id=assistant.graph_id, xray=xray)
+            runner_pb2.GetGraphRequest(
+                graph_id=assistant.graph_id,
+                xray=every_level,
+                xray_depth=depth,
+                config_json=_factory_config(request, assistant),
+            )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def xray_levels(xray: str | None) -> tuple[bool, int]:
+    """`?xray=` as LangGraph Platform reads it: true/True (every level), false/False
+    or absent (none), or a positive number of levels; anything else is a 422."""
+    if not xray or xray in ("false", "False"):
+        return False, 0
+    if xray in ("true", "True"):
+        return True, 0
+    try:
+        depth = int(xray)
+    except ValueError:
+        depth = 0
+    if depth <= 0:
+        raise HTTPException(422, "Invalid xray value")
+    # No graph nests 2**31 deep: a larger depth draws what int32's largest draws.
+    return False, min(depth, 2**31 - 1)
 
 
 @router.get("/assistants/{assistant_id}/schemas")
@@ -234,7 +260,9 @@ async def get_assistant_schemas(assistant_id: str, request: Request) -> Response
     assistant = await _assistant(request, assistant_id)
     reply = await call(
         peers_of(request).runner.GetSchemas(
-            runner_pb2.GetSchemasRequest(graph_id=assistant.graph_id)
+            runner_pb2.GetSchemasRequest(
+                graph_id=assistant.graph_id, config_json=_factory_config(request, assistant)
+            )
         )
     )
     return Response(reply.json, media_type="application/json")
@@ -249,11 +277,24 @@ async def get_assistant_subgraphs(
     reply = await call(
         peers_of(request).runner.GetSubgraphs(
             runner_pb2.GetSubgraphsRequest(
-                graph_id=assistant.graph_id, namespace=namespace, recurse=recurse
+                graph_id=assistant.graph_id,
+                namespace=namespace,
+                recurse=recurse,
+                config_json=_factory_config(request, assistant),
             )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def _factory_config(request: Request, assistant: admission_pb2.Assistant) -> bytes:
+    """The config a graph factory is called with to draw or describe the assistant's
+    graph, as LangGraph Platform calls it: the assistant's config, and the request
+    headers `configurable_headers` picks in its `configurable`."""
+    config = codec.loads(assistant.config_json, {})
+    picked = picked_headers(request.headers, request.app.state.http)
+    config["configurable"] = {**(config.get("configurable") or {}), **picked}
+    return codec.dumps(config)
 
 
 def _search_value(body: AssistantSearch | AssistantCount) -> dict[str, Any]:

@@ -34,6 +34,9 @@ from waybill.services.runner.graph_context import AuthUser, principal_user
 
 AccessContext = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
 
+# The name LangGraph gives a compiled graph that was not named.
+DEFAULT_GRAPH_NAME = "LangGraph"
+
 
 class GraphNotFoundError(LookupError):
     pass
@@ -186,9 +189,12 @@ class GraphRegistry:
         store = store or self.store
         async with self._made(graph_id, access_context, config, store, user, context) as made:
             graph = _as_compiled(made)
-            yield graph.copy(
-                update={"checkpointer": checkpointer or self.checkpointer, "store": store}
-            )
+            update = {"checkpointer": checkpointer or self.checkpointer, "store": store}
+            if graph.name == DEFAULT_GRAPH_NAME:
+                # An unnamed graph goes by its id, as on LangGraph Platform (its state
+                # schema is titled `<graph_id>_state`, its root run named so).
+                update["name"] = graph_id
+            yield graph.copy(update=update)
 
     @asynccontextmanager
     async def _made(

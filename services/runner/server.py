@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
@@ -26,6 +26,12 @@ from waybill.services.runner.graphs import (
     AccessContext,
     GraphNotFoundError,
     GraphRegistry,
+)
+from waybill.services.runner.introspection import (
+    drawing_of,
+    schemas_of,
+    subgraph_schemas,
+    xray_of,
 )
 from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
@@ -84,26 +90,16 @@ def _put_index(index_json: bytes) -> Literal[False] | list[str] | None:
     raise invalid('index: false, or a list of JSON paths such as ["text"].')
 
 
-def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
-    """A schema pydantic cannot express is reported as null, as LangGraph Platform does."""
-    try:
-        with warnings.catch_warnings():
-            # LangGraph deprecates the config schema, but Platform clients still read it.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            return make_schema()
-    except Exception:
-        log.warning("cannot build a JSON schema", exc_info=True)
-        return None
-
-
-def _schemas_of(graph: Any) -> dict[str, Any]:
-    return {
-        "input_schema": _schema_or_none(graph.get_input_jsonschema),
-        "output_schema": _schema_or_none(graph.get_output_jsonschema),
-        "state_schema": _schema_or_none(graph.get_output_jsonschema),
-        "config_schema": _schema_or_none(graph.get_config_jsonschema),
-        "context_schema": _schema_or_none(graph.get_context_jsonschema),
+def _with_caller(config: dict[str, Any], user: AuthUser) -> RunnableConfig:
+    """An assistant's config with the reader as LangGraph Platform stamps a caller in
+    (`merge_auth`): whatever the assistant's config said of a user is replaced."""
+    configurable = {
+        **(config.get("configurable") or {}),
+        "langgraph_auth_user": user,
+        "langgraph_auth_user_id": user.identity,
+        "langgraph_auth_permissions": user.permissions,
     }
+    return cast(RunnableConfig, {**config, "configurable": configurable})
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
@@ -115,9 +111,14 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @asynccontextmanager
     async def _graph(
-        self, graph_id: str, access_context: AccessContext, context: Any
+        self,
+        graph_id: str,
+        access_context: AccessContext,
+        context: Any,
+        config_json: bytes = b"",
     ) -> AsyncIterator[Any]:
-        """The graph for one read; a factory gets a read-only runtime with the caller."""
+        """The graph for one read; a factory gets a read-only runtime with the caller,
+        and the assistant's config (`config_json`) with the caller stamped in it."""
         caller = caller_of(context) or LOCAL_USER
         # The project's user when its auth made the caller, as a run's factory sees it.
         user = (
@@ -126,7 +127,8 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             else principal_user(caller.user_id, sorted(caller.scopes))
         )
         try:
-            opened = self.graphs.open(graph_id, access_context, user=user)
+            config = _with_caller(codec.loads(config_json, None), user) if config_json else None
+            opened = self.graphs.open(graph_id, access_context, config, user=user)
             async with opened as graph:
                 yield graph
         except GraphNotFoundError as error:
@@ -268,25 +270,26 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
-        async with self._graph(request.graph_id, "assistants.read", context) as graph:
-            drawable = (await graph.aget_graph(xray=request.xray)).to_json()
+        async with self._graph(
+            request.graph_id, "assistants.read", context, request.config_json
+        ) as graph:
+            drawable = await drawing_of(graph, xray_of(request.xray, request.xray_depth))
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
 
     @translate_errors
     async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
-        async with self._graph(request.graph_id, "assistants.read", context) as graph:
-            schemas = {"graph_id": request.graph_id, **_schemas_of(graph)}
+        async with self._graph(
+            request.graph_id, "assistants.read", context, request.config_json
+        ) as graph:
+            schemas = {"graph_id": request.graph_id, **schemas_of(graph)}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
     @translate_errors
     async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
-        async with self._graph(request.graph_id, "assistants.read", context) as graph:
-            found = {
-                namespace: _schemas_of(subgraph)
-                async for namespace, subgraph in graph.aget_subgraphs(
-                    namespace=request.namespace or None, recurse=request.recurse
-                )
-            }
+        async with self._graph(
+            request.graph_id, "assistants.read", context, request.config_json
+        ) as graph:
+            found = await subgraph_schemas(graph, request.namespace or None, request.recurse)
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
 

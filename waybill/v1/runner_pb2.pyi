@@ -117,28 +117,36 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetGraphRequest(_message.Message):
-    __slots__ = ("graph_id", "xray")
+    __slots__ = ("graph_id", "xray", "xray_depth", "config_json")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     XRAY_FIELD_NUMBER: _ClassVar[int]
+    XRAY_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     graph_id: str
     xray: bool
-    def __init__(self, graph_id: _Optional[str] = ..., xray: _Optional[bool] = ...) -> None: ...
+    xray_depth: int
+    config_json: bytes
+    def __init__(self, graph_id: _Optional[str] = ..., xray: _Optional[bool] = ..., xray_depth: _Optional[int] = ..., config_json: _Optional[bytes] = ...) -> None: ...
 
 class GetSchemasRequest(_message.Message):
-    __slots__ = ("graph_id",)
+    __slots__ = ("graph_id", "config_json")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     graph_id: str
-    def __init__(self, graph_id: _Optional[str] = ...) -> None: ...
+    config_json: bytes
+    def __init__(self, graph_id: _Optional[str] = ..., config_json: _Optional[bytes] = ...) -> None: ...
 
 class GetSubgraphsRequest(_message.Message):
-    __slots__ = ("graph_id", "namespace", "recurse")
+    __slots__ = ("graph_id", "namespace", "recurse", "config_json")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     RECURSE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     graph_id: str
     namespace: str
     recurse: bool
-    def __init__(self, graph_id: _Optional[str] = ..., namespace: _Optional[str] = ..., recurse: _Optional[bool] = ...) -> None: ...
+    config_json: bytes
+    def __init__(self, graph_id: _Optional[str] = ..., namespace: _Optional[str] = ..., recurse: _Optional[bool] = ..., config_json: _Optional[bytes] = ...) -> None: ...
 
 class JsonReply(_message.Message):
     __slots__ = ("json",)
