@@ -20,10 +20,12 @@ from waybill.gateway.errors import validation_error
 from waybill.gateway.peers import Peers
 from waybill.gateway.project_auth import ProjectAuth
 from waybill.gateway.routes import (
+    a2a,
     assistants,
     channels,
     crons,
     deliveries,
+    mcp,
     run_events,
     runs,
     store,
@@ -88,6 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         assistants.router,
         store.router,
         crons.router,
+        mcp.router,
+        a2a.router,
     )
     for router in routers:
         app.include_router(router, dependencies=guarded)

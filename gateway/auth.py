@@ -124,6 +124,17 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/store/items"): "store:read",
     ("POST", "/store/items/search"): "store:read",
     ("POST", "/store/namespaces"): "store:read",
+    # MCP and A2A: a tool call or a message is a run, so it needs `runs:create`
+    # (checked again where a tool is called; listing tools needs no more than reading).
+    ("POST", "/mcp"): AUTHENTICATED,
+    ("GET", "/mcp"): AUTHENTICATED,
+    ("DELETE", "/mcp"): AUTHENTICATED,
+    ("POST", "/a2a/{assistant_id}"): "runs:create",
+    ("GET", "/a2a/{assistant_id}"): AUTHENTICATED,
+    ("DELETE", "/a2a/{assistant_id}"): AUTHENTICATED,
+    ("GET", "/a2a/{assistant_id}/.well-known/agent-card.json"): AUTHENTICATED,
+    ("GET", "/a2a/{assistant_id}/.well-known/agent.json"): AUTHENTICATED,
+    ("GET", "/.well-known/agent-card.json"): AUTHENTICATED,
     ("POST", "/channels/telegram/{channel}/webhook"): PLATFORM_SIGNED,
     ("POST", "/channels/slack/{channel}/events"): PLATFORM_SIGNED,
     ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,
