@@ -1,6 +1,6 @@
 """JSON-RPC 2.0 over HTTP, the little that /mcp and /a2a share: reading a body,
-answering with a result or an error, and running an assistant to its end as a
-stateless run (what an MCP tool call is)."""
+answering with a result or an error, an assistant's schemas, and running an
+assistant to its end as a stateless run (what an MCP tool call is)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from waybill.gateway.routes.assistants import get_assistant_schemas
 from waybill.gateway.routes.runs import drop_temporary_thread, final_values, start_stateless_run
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import RunCreate
@@ -87,6 +88,14 @@ async def wait_stateless(request: Request, body: RunCreate) -> Any:
     result = await final_values(peers, run)
     await drop_temporary_thread(peers, run, body)
     return result
+
+
+async def schemas_of(request: Request, assistant_id: str) -> dict[str, Any]:
+    """The assistant's graph's schemas, as `GET /assistants/{id}/schemas` answers
+    them (the project's `assistants.read` handler included)."""
+    reply = await get_assistant_schemas(assistant_id, request)
+    schemas: dict[str, Any] = json.loads(bytes(reply.body))
+    return schemas
 
 
 def refusal_message(error: HTTPException) -> str:

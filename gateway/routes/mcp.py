@@ -7,7 +7,6 @@ final values as text (Python's `repr`, as the Platform does)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from importlib.metadata import version
@@ -15,7 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from waybill.gateway.routes.assistants import get_assistant_schemas, search_assistants
+from waybill.gateway.routes.assistants import search_assistants
 from waybill.gateway.routes.jsonrpc import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -27,6 +26,7 @@ from waybill.gateway.routes.jsonrpc import (
     refusal_message,
     result_response,
     run_body,
+    schemas_of,
     wait_stateless,
 )
 from waybill.gateway.schemas import AssistantSearch
@@ -165,7 +165,7 @@ def unique_tool_names(assistants: list[dict[str, Any]]) -> list[tuple[dict[str, 
 async def tool_of(request: Request, assistant: dict[str, Any], name: str) -> dict[str, Any] | None:
     """An assistant as an MCP tool; None (left out) when its input schema cannot be had."""
     try:
-        schemas = json.loads((await get_assistant_schemas(assistant["assistant_id"], request)).body)
+        schemas = await schemas_of(request, assistant["assistant_id"])
     except HTTPException as error:
         log.warning("MCP: no schema for assistant %s: %s", assistant["assistant_id"], error.detail)
         return None
