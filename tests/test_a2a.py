@@ -23,6 +23,8 @@ from a2a.types import (
     Role,
     Task,
     TaskArtifactUpdateEvent,
+    TaskIdParams,
+    TaskQueryParams,
     TaskState,
     TaskStatusUpdateEvent,
     TextPart,
@@ -227,6 +229,86 @@ async def test_v1_method_names_answer_in_v1_shapes(
     assert [m["role"] for m in task["history"]] == ["ROLE_USER", "ROLE_AGENT"]
 
 
+async def test_an_interrupt_is_input_required_with_the_question(
+    http: httpx.AsyncClient, client: LangGraphClient
+) -> None:
+    assistant_id = await assistant_id_of(client, "approval")
+    message = {"role": "user", "parts": [{"data": {"action": "deploy"}}], "messageId": "i1"}
+    reply = await rpc(http, f"/a2a/{assistant_id}", "message/send", {"message": message})
+    task = reply.json()["result"]
+    assert task["status"]["state"] == "input-required"
+    [artifact] = task["artifacts"]
+    assert artifact["name"] == "Interrupt"
+    assert artifact["parts"][0]["data"]["value"] == {"question": "approve deploy?"}
+    got = await rpc(http, f"/a2a/{assistant_id}", "tasks/get", {"id": task["id"]})
+    assert got.json()["result"]["status"]["state"] == "input-required"
+
+
+# ---- tasks/get, tasks/cancel, a message to an existing task -------------------------
+
+
+async def test_get_shows_a_task_as_it_ended(stack: Stack, client: LangGraphClient) -> None:
+    assistant_id = await assistant_id_of(client, "lead_agent")
+    async with a2a_client(stack.url, assistant_id, streaming=False) as a2a:
+        [(first, _)] = await sent(a2a, user_message("first"))
+        await sent(a2a, user_message("second", first.context_id))
+        got = await a2a.get_task(TaskQueryParams(id=first.id))
+        last = await a2a.get_task(TaskQueryParams(id=first.id, history_length=1))
+    assert got.status.state == TaskState.completed
+    assert texts(got.status.message.parts) == "Task completed successfully"
+    # The context as this task left it: nothing of the later task.
+    assert [texts(m.parts) for m in got.history or []] == ["first", "You said: first"]
+    assert [texts(m.parts) for m in last.history or []] == ["You said: first"]
+
+
+async def test_a_task_of_another_assistant_is_not_found(
+    http: httpx.AsyncClient, client: LangGraphClient
+) -> None:
+    lead, whoami = (
+        await assistant_id_of(client, "lead_agent"),
+        await assistant_id_of(client, "whoami"),
+    )
+    message = {"role": "user", "parts": [{"kind": "text", "text": "mine"}], "messageId": "o1"}
+    task = (await rpc(http, f"/a2a/{lead}", "message/send", {"message": message})).json()
+    reply = await rpc(http, f"/a2a/{whoami}", "tasks/get", {"id": task["result"]["id"]})
+    assert reply.json()["error"]["code"] == -32001
+
+
+async def test_an_ended_task_takes_no_message_and_no_cancel(
+    http: httpx.AsyncClient, client: LangGraphClient
+) -> None:
+    path = f"/a2a/{await assistant_id_of(client, 'lead_agent')}"
+    first = (await rpc(http, path, "message/send", {"message": TEXT})).json()["result"]
+    again = {**TEXT, "messageId": "m2", "taskId": first["id"]}
+    reply = await rpc(http, path, "message/send", {"message": again})
+    assert reply.json()["error"] == {
+        "code": -32004,
+        "message": "A terminal task cannot accept another message",
+    }
+    cancelled = await rpc(http, path, "tasks/cancel", {"id": first["id"]})
+    assert cancelled.json()["error"] == {
+        "code": -32002,
+        "message": "Task is not cancelable in its current state",
+    }
+
+
+async def test_cancel_stops_a_working_task_and_its_stream_says_so(
+    stack: Stack, client: LangGraphClient
+) -> None:
+    assistant_id = await assistant_id_of(client, "lead_agent")
+    slow = user_message('/tool wait {"seconds": 30}')
+    async with a2a_client(stack.url, assistant_id, streaming=True) as a2a:
+        events = a2a.send_message(slow)
+        task, _ = await anext(events)  # submitted: the run exists
+        cancelled = await a2a.cancel_task(TaskIdParams(id=task.id))
+        rest = [update async for _, update in events]
+    assert cancelled.status.state == TaskState.canceled
+    assert isinstance(rest[-1], TaskStatusUpdateEvent) and rest[-1].final
+    assert rest[-1].status.state == TaskState.canceled
+    thread_id, run_id = task.id.split(":")
+    assert (await client.runs.get(thread_id, run_id))["status"] == "interrupted"
+
+
 # ---- message/stream -----------------------------------------------------------------
 
 
@@ -302,7 +384,7 @@ TEXT = {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "
         ({"message": {**TEXT, "contextId": "not-a-uuid"}}, -32602, "Failed to create run"),
         ({"message": TEXT, "configuration": {"historyLength": 11}}, -32602, "historyLength"),
         ({"message": TEXT, "configuration": {"historyScope": "all"}}, -32602, "historyScope"),
-        ({"message": {**TEXT, "taskId": "t"}}, -32004, "Continuing a task"),
+        ({"message": {**TEXT, "taskId": "t"}}, -32001, "Task not found: t"),
     ],
 )
 async def test_bad_messages_are_json_rpc_errors(
@@ -338,7 +420,10 @@ async def test_text_to_a_graph_without_messages_is_invalid_params(
             -32600,
             None,
         ),
-        (b'{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": "x"}}', -32004, 2),
+        (b'{"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}}', -32004, 2),
+        (b'{"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": "x"}}', -32001, 3),
+        (b'{"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": 5}}', -32602, 4),
+        (b'{"jsonrpc": "2.0", "id": 5, "method": "tasks/cancel", "params": {}}', -32602, 5),
     ],
 )
 async def test_what_is_not_a_request_we_serve_is_a_json_rpc_error(

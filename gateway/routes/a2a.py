@@ -9,9 +9,9 @@ artifact, the final status). Runs go through StartRun, as every run does.
 The slash names (`message/send`, `message/stream`) answer in the A2A spec's
 shapes ("user", "completed"); the v1.0 names (`SendMessage`,
 `SendStreamingMessage`) in v1.0's ("ROLE_USER", "TASK_STATE_COMPLETED"), as on
-the Platform. Not served yet (a JSON-RPC error says so): `tasks/get`,
-`tasks/cancel`, `ListTasks`, the extended card, continuing a task by `taskId`,
-resuming an interrupt, A2UI.
+the Platform. `tasks/get` and `tasks/cancel` are in a2a_tasks.py, the shapes in
+a2a_shapes.py. Not served yet (a JSON-RPC error says so): `ListTasks`, the
+extended card, continuing an open task by `taskId`, resuming an interrupt, A2UI.
 
 The agent card: `GET /a2a/{id}`, `/a2a/{id}/.well-known/agent-card.json` (and
 `agent.json`), and `/.well-known/agent-card.json?assistant_id=...`."""
@@ -21,16 +21,44 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
+from uuid import UUID
 
 import orjson
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from waybill.common import codec
-from waybill.gateway.peers import call
+from waybill.gateway.routes.a2a_shapes import (
+    CONTENT_TYPE_NOT_SUPPORTED,
+    HISTORY_SCOPE_HEADER,
+    TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION,
+    V1_ROLES,
+    HistoryOptions,
+    a2a_role,
+    agent_message,
+    content_text,
+    history,
+    history_options,
+    interrupt_artifact,
+    now,
+    reply_parts,
+    response_artifact,
+    spec_format,
+    task_id_of,
+)
+from waybill.gateway.routes.a2a_tasks import (
+    TERMINAL_STATES,
+    cancel_task,
+    context_runs,
+    get_task,
+    known_task,
+    run_status,
+    task_ids_by_start,
+    thread_values,
+)
 from waybill.gateway.routes.assistants import get_assistant
 from waybill.gateway.routes.jsonrpc import (
     INVALID_PARAMS,
@@ -47,36 +75,16 @@ from waybill.gateway.routes.jsonrpc import (
     run_body,
     schemas_of,
 )
-from waybill.gateway.routes.runs import final_values, start_run
+from waybill.gateway.routes.runs import final_values, get_run_record, start_run
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.streams import journal_events, sse_response
-from waybill.v1 import admission_pb2, common_pb2
+from waybill.v1 import common_pb2
 
 router = APIRouter(tags=["a2a"])
 
-TASK_NOT_FOUND = -32001
-UNSUPPORTED_OPERATION = -32004
-CONTENT_TYPE_NOT_SUPPORTED = -32005
-
-MAX_HISTORY_LENGTH = 10
 HISTORY_SCOPE_EXTENSION = "https://langchain.com/a2a/extensions/history-scope/v1"
-HISTORY_SCOPE_HEADER = "LangGraph-A2A-History-Scope"
-RUN_SCAN_LIMIT = 1000  # the runs of a context read to name its tasks
 DEFAULT_MODES = ("application/json", "text/plain")
 
-# The A2A spec's (v0.x) names for the slash methods' answers.
-SPEC_ROLES = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
-SPEC_STATES = {
-    "TASK_STATE_SUBMITTED": "submitted",
-    "TASK_STATE_WORKING": "working",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_INPUT_REQUIRED": "input-required",
-    "TASK_STATE_REJECTED": "rejected",
-    "TASK_STATE_AUTH_REQUIRED": "auth-required",
-}
-V1_ROLES = {legacy: v1 for v1, legacy in SPEC_ROLES.items()}
 METHOD_ALIASES = {
     "message/send": "SendMessage",
     "message/stream": "SendStreamingMessage",
@@ -187,27 +195,11 @@ def read_call(message: Any) -> Call | None:
 async def dispatch(request: Request, assistant_id: str, rpc: Call) -> dict[str, Any]:
     if rpc.method == "SendMessage":
         return await send_message(request, assistant_id, rpc.params)
+    if rpc.method == "GetTask":
+        return await get_task(request, assistant_id, rpc.params)
+    if rpc.method == "CancelTask":
+        return await cancel_task(request, assistant_id, rpc.params)
     raise RpcError(UNSUPPORTED_OPERATION, f"{rpc.method} is not supported by this server yet")
-
-
-def spec_format(data: Any) -> Any:
-    """v1.0's role and state names as the spec's, and `{"result": {"task": t}}` as
-    `{"result": t}` (what the Platform answers to the slash names)."""
-    if isinstance(data, list):
-        return [spec_format(item) for item in data]
-    if not isinstance(data, dict):
-        return data
-    shaped: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "role" and isinstance(value, str):
-            shaped[key] = SPEC_ROLES.get(value, value)
-        elif key == "state" and isinstance(value, str):
-            shaped[key] = SPEC_STATES.get(value, value)
-        elif key == "result" and isinstance(value, dict) and list(value) == ["task"]:
-            shaped[key] = spec_format(value["task"])
-        else:
-            shaped[key] = spec_format(value)
-    return shaped
 
 
 # ---- one turn: a message in, a run started -----------------------------------------
@@ -223,12 +215,11 @@ class Turn:
     message: dict[str, Any]
     input: dict[str, Any]
     run_context: Any
-    history_length: int | None
-    history_scope: str
+    history: HistoryOptions
 
 
 async def prepared_turn(request: Request, assistant_id: str, params: dict[str, Any]) -> Turn:
-    history_length, history_scope = history_options(request, params.get("configuration"))
+    options = history_options(request, params.get("configuration"))
     message = params.get("message")
     if not message:
         raise RpcError(INVALID_PARAMS, "Missing 'message' in params")
@@ -240,9 +231,7 @@ async def prepared_turn(request: Request, assistant_id: str, params: dict[str, A
     if task_id is not None and not isinstance(task_id, str):
         raise RpcError(INVALID_PARAMS, "taskId must be a string")
     if task_id is not None:
-        raise RpcError(
-            UNSUPPORTED_OPERATION, "Continuing a task (taskId) is not supported by this server yet"
-        )
+        await refuse_continuing(request, task_id, context_id, assistant_id)
     task_start_id = str(uuid.uuid4())
     role = V1_ROLES.get(message["role"], message["role"])
     try:
@@ -256,28 +245,24 @@ async def prepared_turn(request: Request, assistant_id: str, params: dict[str, A
         message=message,
         input=graph_input,
         run_context=params.get("context"),
-        history_length=history_length,
-        history_scope=history_scope,
+        history=options,
     )
 
 
-def history_options(request: Request, configuration: Any) -> tuple[int | None, str]:
-    if configuration is None:
-        configuration = {}
-    if not isinstance(configuration, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'configuration' must be an object")
-    length = configuration.get("historyLength")
-    if length is not None:
-        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
-            raise RpcError(INVALID_PARAMS, "historyLength must be a non-negative integer")
-        if length > MAX_HISTORY_LENGTH:
-            raise RpcError(INVALID_PARAMS, f"historyLength cannot exceed {MAX_HISTORY_LENGTH}")
-    scope = configuration.get("historyScope")
-    if scope is None:
-        scope = request.headers.get(HISTORY_SCOPE_HEADER, "context")
-    if scope not in ("context", "task"):
-        raise RpcError(INVALID_PARAMS, "historyScope must be 'context' or 'task'")
-    return length, scope
+async def refuse_continuing(
+    request: Request, task_id: str, context_id: str | None, assistant_id: str
+) -> None:
+    """A message to an existing task: an ended one takes none (as on the Platform);
+    resuming one that waits is not served yet."""
+    task = await known_task(request, task_id, context_id, assistant_id)
+    if task is None:
+        raise RpcError(TASK_NOT_FOUND, f"Task not found: {task_id}")
+    if task.state in TERMINAL_STATES:
+        raise RpcError(UNSUPPORTED_OPERATION, "A terminal task cannot accept another message")
+    raise RpcError(
+        UNSUPPORTED_OPERATION,
+        "Continuing an open task (taskId) is not supported by this server yet",
+    )
 
 
 def checked_parts(message: dict[str, Any]) -> list[Any]:
@@ -437,10 +422,6 @@ def run_refusal(error: HTTPException, turn: Turn) -> RpcError:
     return RpcError(INVALID_PARAMS, f"Failed to create run: {detail}")
 
 
-def task_id_of(run: common_pb2.Run) -> str:
-    return f"{run.thread_id}:{run.run_id}"
-
-
 # ---- message/send -----------------------------------------------------------------
 
 
@@ -454,24 +435,8 @@ async def send_message(
         # The Platform reads a data-only turn's reply from the messages the run
         # added; a graph without messages shows `'messages': []` in its text.
         result = {**result, "messages": result.get("messages") or []}
-    task_ids = await task_ids_by_start(request, run.thread_id, assistant_id)
+    task_ids = task_ids_by_start(await context_runs(request, run.thread_id), assistant_id)
     return {"task": finished_task(turn, run, result, task_ids)}
-
-
-async def task_ids_by_start(request: Request, thread_id: str, assistant_id: str) -> dict[str, str]:
-    """The context's tasks (this assistant's runs), by the start id their user
-    message carries."""
-    reply = await call(
-        peers_of(request).admission.ListRuns(
-            admission_pb2.ListRunsRequest(thread_id=thread_id, limit=RUN_SCAN_LIMIT)
-        )
-    )
-    task_ids = {}
-    for run in reply.runs:
-        start_id = codec.loads(run.metadata_json, {}).get("a2a", {}).get("task_start_id")
-        if run.assistant_id == assistant_id and isinstance(start_id, str):
-            task_ids[start_id] = task_id_of(run)
-    return task_ids
 
 
 def finished_task(
@@ -480,10 +445,9 @@ def finished_task(
     task_id = task_id_of(run)
     result = result if isinstance(result, dict) else {"value": result}
     task: dict[str, Any] = {"kind": "task", "id": task_id, "contextId": run.thread_id}
-    if turn.history_length != 0:
-        task["history"] = history(
-            result.get("messages") or [], task_id, run.thread_id, turn, task_ids
-        )
+    if turn.history.length != 0:
+        messages = result.get("messages") or []
+        task["history"] = history(messages, task_id, run.thread_id, turn.history, task_ids)
     if "__error__" in result:
         text = f"Error executing assistant: {result['__error__'].get('error')}"
         task["status"] = {
@@ -497,186 +461,6 @@ def finished_task(
         task["status"] = {"state": "TASK_STATE_COMPLETED", "timestamp": now()}
         task["artifacts"] = [response_artifact(reply_parts(result), turn.assistant_id)]
     return task
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def agent_message(parts: list[dict[str, Any]], task_id: str, context_id: str) -> dict[str, Any]:
-    return {
-        "kind": "message",
-        "role": "ROLE_AGENT",
-        "parts": parts,
-        "messageId": str(uuid.uuid4()),
-        "taskId": task_id,
-        "contextId": context_id,
-    }
-
-
-def response_artifact(parts: list[dict[str, Any]], assistant_id: str) -> dict[str, Any]:
-    return {
-        "artifactId": str(uuid.uuid4()),
-        "name": "Assistant Response",
-        "description": f"Response from assistant {assistant_id}",
-        "parts": parts,
-    }
-
-
-def interrupt_artifact(interrupts: Any) -> dict[str, Any]:
-    parts = []
-    for interrupt in interrupts if isinstance(interrupts, list) else []:
-        data = {"id": interrupt.get("id"), "value": interrupt.get("value")}
-        if interrupt.get("response_schema") is not None:
-            data["response_schema"] = interrupt["response_schema"]
-        parts.append({"kind": "data", "data": data})
-    return {
-        "artifactId": str(uuid.uuid4()),
-        "name": "Interrupt",
-        "description": "Agent requires input to continue",
-        "parts": parts,
-    }
-
-
-# ---- LangChain messages as A2A parts and messages ----------------------------------
-
-USER_TYPES, AGENT_TYPES = (
-    {"human", "humanmessage", "humanmessagechunk"},
-    {"ai", "aimessage", "aimessagechunk"},
-)
-ROLE_DEFINED_TYPES = {"chat", "chatmessage", "chatmessagechunk"}
-USER_ROLES, AGENT_ROLES = {"human", "user"}, {"agent", "assistant"}
-MEDIA_BLOCKS = {"audio", "file", "image", "video"}
-
-
-def a2a_role(message: dict[str, Any]) -> str | None:
-    """ROLE_USER or ROLE_AGENT for a public message; None for system and tool
-    messages, which never become anyone's words."""
-
-    def label(value: Any) -> str:
-        return value.lower().replace("_", "").replace("-", "") if isinstance(value, str) else ""
-
-    kind, role = label(message.get("type")), label(message.get("role"))
-    by_type = by_role = None
-    if kind:
-        if kind in USER_TYPES:
-            by_type = "ROLE_USER"
-        elif kind in AGENT_TYPES:
-            by_type = "ROLE_AGENT"
-        elif kind not in ROLE_DEFINED_TYPES:
-            return None
-    if role:
-        if role in USER_ROLES:
-            by_role = "ROLE_USER"
-        elif role in AGENT_ROLES:
-            by_role = "ROLE_AGENT"
-        else:
-            return None
-    if by_type and by_role and by_type != by_role:
-        return None
-    return by_type or by_role
-
-
-def content_parts(content: Any) -> list[dict[str, Any]]:
-    """Message content as A2A parts: runs of text joined, media blocks as files."""
-    if isinstance(content, str):
-        return [{"kind": "text", "text": content}]
-    if content is None:
-        return []
-    if not isinstance(content, list):
-        return [{"kind": "text", "text": str(content)}]
-    parts: list[dict[str, Any]] = []
-    text: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            text.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            text.append(str(block.get("text") or ""))
-        elif isinstance(block, dict) and block.get("type") in MEDIA_BLOCKS:
-            if text:
-                parts.append({"kind": "text", "text": "".join(text)})
-                text = []
-            parts.append(file_part(block))
-    if text:
-        parts.append({"kind": "text", "text": "".join(text)})
-    return parts
-
-
-def file_part(block: dict[str, Any]) -> dict[str, Any]:
-    file: dict[str, Any] = {}
-    if block.get("url"):
-        file["uri"] = block["url"]
-    else:
-        file["bytes"] = block.get("base64") or block.get("data")
-    if block.get("mime_type"):
-        file["mimeType"] = block["mime_type"]
-    name = block.get("filename") or (block.get("extras") or {}).get("filename")
-    if name:
-        file["name"] = name
-    return {"kind": "file", "file": file}
-
-
-def has_content(parts: list[dict[str, Any]]) -> bool:
-    return any(p.get("kind") in ("data", "file") or p.get("text") for p in parts)
-
-
-def reply_parts(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The agent's reply in this turn: its last message with content after the
-    user's last one; the values as text when the graph has no messages."""
-    messages = result.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return [{"kind": "text", "text": str(result)}]
-    turn = current_turn(messages)
-    for message in reversed(turn):
-        if isinstance(message, dict) and a2a_role(message) == "ROLE_AGENT":
-            parts = content_parts(message.get("content"))
-            if has_content(parts):
-                return parts
-    return [{"kind": "text", "text": ""}]
-
-
-def current_turn(messages: list[Any]) -> list[Any]:
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, dict) and a2a_role(message) == "ROLE_USER":
-            return messages[index + 1 :]
-    return messages
-
-
-def history(
-    messages: list[Any], task_id: str, context_id: str, turn: Turn, task_ids: dict[str, str]
-) -> list[dict[str, Any]]:
-    """The context's public messages as A2A messages, each named by its task: a
-    user message carrying a task's start id begins that task's messages."""
-    current: str | None = None if turn.history_scope == "task" else task_id
-    found = []
-    for message in messages:
-        if not isinstance(message, dict):
-            continue
-        start_id = ((message.get("additional_kwargs") or {}).get("a2a") or {}).get("task_start_id")
-        if isinstance(start_id, str) and start_id:
-            current = task_ids.get(start_id)
-        role = a2a_role(message)
-        if current is None or role is None:
-            continue
-        parts = content_parts(message.get("content", ""))
-        if role == "ROLE_AGENT" and not has_content(parts):
-            continue  # e.g. a message that only calls tools
-        found.append(
-            {
-                "kind": "message",
-                "role": role,
-                "parts": parts or [{"kind": "text", "text": ""}],
-                "messageId": message.get("id") or str(uuid.uuid4()),
-                "taskId": current,
-                "contextId": context_id,
-            }
-        )
-    if turn.history_scope == "task":
-        found = [m for m in found if m["taskId"] == task_id]
-    if turn.history_length is None:
-        return found
-    return found[-turn.history_length :] if turn.history_length else []
 
 
 # ---- message/stream ----------------------------------------------------------------
@@ -736,20 +520,39 @@ async def task_events(
             }
         }
     )
-    result: Any = None
     failure: dict[str, Any] | None = None
     async for event in journal_events(peers_of(request).journal, run.run_id):
         data = codec.loads(event.data)
         if event.event == "error":
             failure = data if isinstance(data, dict) else {"message": str(data)}
         elif event.event == "values":
-            failure, result = None, data
+            failure = None  # a retried step's error is over
         elif event.event.startswith("messages") and isinstance(data, list) and data:
             update = working_update(data, task_id, context_id)
             if update is not None:
                 yield rpc.answer(update)
-    for update in final_updates(turn, task_id, context_id, result, failure):
+    ending = await ended(request, run, failure)
+    for update in final_updates(turn, task_id, context_id, ending):
         yield rpc.answer(update)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a streamed task ended: its failure, or its values (None when cancelled)."""
+
+    failure: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+
+
+async def ended(request: Request, run: common_pb2.Run, failure: dict[str, Any] | None) -> Ending:
+    """Read once the run's log has ended. A cancelled run ends `canceled`, as
+    `tasks/get` says (the Platform's stream says `completed` there)."""
+    if failure is not None:
+        return Ending(failure=failure)
+    record = await get_run_record(peers_of(request), UUID(run.thread_id), UUID(run.run_id))
+    if run_status(record) == "interrupted":
+        return Ending()
+    return Ending(values=await thread_values(request, run))
 
 
 def working_update(items: list[Any], task_id: str, context_id: str) -> dict[str, Any] | None:
@@ -771,36 +574,33 @@ def working_update(items: list[Any], task_id: str, context_id: str) -> dict[str,
     }
 
 
-def content_text(content: Any) -> str:
-    return "".join(p.get("text", "") for p in content_parts(content) if p.get("kind") == "text")
-
-
 def final_updates(
-    turn: Turn, task_id: str, context_id: str, result: Any, failure: dict[str, Any] | None
+    turn: Turn, task_id: str, context_id: str, ending: Ending
 ) -> list[dict[str, Any]]:
+    """The last events: the reply (or the interrupt) as an artifact, then the final status."""
     ids = {"taskId": task_id, "contextId": context_id}
-    status: dict[str, Any]
     updates: list[dict[str, Any]] = []
-    if failure is not None:
+    status: dict[str, Any] = {"state": "TASK_STATE_CANCELED", "timestamp": now()}
+    if ending.failure is not None:
+        failure = ending.failure
         text = str(failure.get("message") or failure.get("error") or "")
         message = agent_message([{"kind": "text", "text": text}], task_id, context_id)
         status = {"state": "TASK_STATE_FAILED", "message": message, "timestamp": now()}
-    elif isinstance(result, dict) and "__interrupt__" in result:
-        artifact = interrupt_artifact(result["__interrupt__"])
+    elif ending.values is not None and "__interrupt__" in ending.values:
+        artifact = interrupt_artifact(ending.values["__interrupt__"])
         updates.append({**ids, "kind": "artifact-update", "artifact": artifact})
         status = {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": now()}
-    else:
-        if isinstance(result, dict):
-            artifact = response_artifact(reply_parts(result), turn.assistant_id)
-            updates.append(
-                {
-                    **ids,
-                    "kind": "artifact-update",
-                    "artifact": artifact,
-                    "append": False,
-                    "lastChunk": True,
-                }
-            )
+    elif ending.values is not None:
+        artifact = response_artifact(reply_parts(ending.values), turn.assistant_id)
+        updates.append(
+            {
+                **ids,
+                "kind": "artifact-update",
+                "artifact": artifact,
+                "append": False,
+                "lastChunk": True,
+            }
+        )
         status = {"state": "TASK_STATE_COMPLETED", "timestamp": now()}
     updates.append({**ids, "kind": "status-update", "status": status, "final": True})
     return updates
