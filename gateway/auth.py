@@ -124,12 +124,12 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/store/items"): "store:read",
     ("POST", "/store/items/search"): "store:read",
     ("POST", "/store/namespaces"): "store:read",
-    # MCP and A2A: a tool call or a message is a run, so it needs `runs:create`
-    # (checked again where a tool is called; listing tools needs no more than reading).
+    # MCP and A2A: one route serves many methods, so any key gets in and each
+    # method checks its own scope (a tool call or a message needs `runs:create`).
     ("POST", "/mcp"): AUTHENTICATED,
     ("GET", "/mcp"): AUTHENTICATED,
     ("DELETE", "/mcp"): AUTHENTICATED,
-    ("POST", "/a2a/{assistant_id}"): "runs:create",
+    ("POST", "/a2a/{assistant_id}"): AUTHENTICATED,
     ("GET", "/a2a/{assistant_id}"): AUTHENTICATED,
     ("DELETE", "/a2a/{assistant_id}"): AUTHENTICATED,
     ("GET", "/a2a/{assistant_id}/.well-known/agent-card.json"): AUTHENTICATED,

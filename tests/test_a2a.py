@@ -524,3 +524,10 @@ async def test_a_context_is_the_callers_thread(keyed: Stack, alice: LangGraphCli
             await reader.threads.get(task.context_id)
     finally:
         await reader.aclose()
+    # A reader may ask for tasks, but alice's is none of hers.
+    async with httpx.AsyncClient(base_url=keyed.url) as raw:
+        path, query = f"/a2a/{assistant_id}", {"id": task.id}
+        theirs = await rpc(raw, path, "tasks/get", query, **key_headers("reader"))
+        own = await rpc(raw, path, "tasks/get", query, **key_headers("alice"))
+    assert theirs.json()["error"]["code"] == -32001
+    assert own.json()["result"]["status"]["state"] == "completed"

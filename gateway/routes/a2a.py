@@ -72,6 +72,7 @@ from waybill.gateway.routes.jsonrpc import (
     parsed_body,
     plain_error,
     refusal_message,
+    require_scope,
     run_body,
     schemas_of,
 )
@@ -91,13 +92,14 @@ METHOD_ALIASES = {
     "tasks/get": "GetTask",
     "tasks/cancel": "CancelTask",
 }
-KNOWN_METHODS = {
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "CancelTask",
-    "ListTasks",
-    "GetExtendedAgentCard",
+# Every method the Platform knows, with the scope it needs here ("" for any key).
+METHOD_SCOPES = {
+    "SendMessage": "runs:create",
+    "SendStreamingMessage": "runs:create",
+    "GetTask": "runs:read",
+    "CancelTask": "runs:cancel",
+    "ListTasks": "runs:read",
+    "GetExtendedAgentCard": "",
 }
 
 
@@ -136,6 +138,8 @@ async def a2a_post(assistant_id: str, request: Request) -> Response:
         return plain_error("Accept header must include text/event-stream for streaming", 400)
     if not streaming and not accepts(request, "application/json"):
         return plain_error("Accept header must include application/json", 400)
+    if METHOD_SCOPES[rpc.method]:
+        require_scope(request, METHOD_SCOPES[rpc.method])
     if not codec.is_uuid(assistant_id):
         return error_response(
             rpc.rpc_id, RpcError(INVALID_PARAMS, "Invalid assistant ID: must be a UUID")
@@ -173,7 +177,7 @@ def read_call(message: Any) -> Call | None:
         )
     if method is not None and not isinstance(method, str):
         raise RpcError(METHOD_NOT_FOUND, "Method not found: method must be a string")
-    if method is not None and method not in KNOWN_METHODS:
+    if method is not None and method not in METHOD_SCOPES:
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
     params = message.get("params", {})
     if method in ("SendMessage", "SendStreamingMessage"):

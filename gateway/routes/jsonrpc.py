@@ -98,5 +98,12 @@ async def schemas_of(request: Request, assistant_id: str) -> dict[str, Any]:
     return schemas
 
 
+def require_scope(request: Request, scope: str) -> None:
+    """A method's own scope: the route lets in any key, a method that runs or
+    cancels something needs more (403, as the REST route would answer)."""
+    if not request.state.principal.allows(scope):
+        raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
+
+
 def refusal_message(error: HTTPException) -> str:
     return str(error.detail) if error.detail else f"HTTP {error.status_code}"

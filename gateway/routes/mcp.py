@@ -24,6 +24,7 @@ from waybill.gateway.routes.jsonrpc import (
     parsed_body,
     plain_error,
     refusal_message,
+    require_scope,
     result_response,
     run_body,
     schemas_of,
@@ -246,8 +247,7 @@ async def call_tool(request: Request, params: dict[str, Any]) -> dict[str, Any]:
     name = params.get("name")
     if not name:
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-    if not request.state.principal.allows("runs:create"):
-        raise HTTPException(403, "This API key lacks the 'runs:create' scope.")
+    require_scope(request, "runs:create")
     assistant_id = await tool_assistant_id(request, name)
     body = run_body(
         {
