@@ -244,6 +244,26 @@ async def test_an_interrupt_is_input_required_with_the_question(
     assert got.json()["result"]["status"]["state"] == "input-required"
 
 
+async def test_a_run_that_fails_is_a_failed_task(
+    http: httpx.AsyncClient, client: LangGraphClient
+) -> None:
+    path = f"/a2a/{await assistant_id_of(client, 'lead_agent')}"
+    # A data part the graph cannot take as its messages: the run raises.
+    message = {"role": "user", "parts": [{"data": {"messages": 5}}], "messageId": "f1"}
+    sent_task = (await rpc(http, path, "message/send", {"message": message})).json()["result"]
+    assert sent_task["status"]["state"] == "failed"
+    failure = sent_task["status"]["message"]["parts"][0]["text"]
+    assert failure == "Error executing assistant: NotImplementedError"
+    body = {"jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": {"message": message}}
+    streamed = await http.post(path, json=body, headers={"Accept": "text/event-stream"})
+    events = [
+        json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data:")
+    ]
+    final = events[-1]["result"]
+    assert final["final"] is True and final["status"]["state"] == "failed"
+    assert "Unsupported message type" in final["status"]["message"]["parts"][0]["text"]
+
+
 # ---- tasks/get, tasks/cancel, a message to an existing task -------------------------
 
 
