@@ -396,6 +396,7 @@ TEXT = {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "
         ({}, -32602, "Missing or invalid 'message' in params"),
         ({"message": {**TEXT, "messageId": None}}, -32602, "Missing required 'messageId'"),
         ({"message": {**TEXT, "role": None}}, -32602, "Missing required 'role'"),
+        ({"message": {**TEXT, "role": {"a": 1}}}, -32602, "Invalid params: 'role' must be"),
         ({"message": {**TEXT, "parts": []}}, -32602, "Message must contain at least one part"),
         ({"message": {**TEXT, "parts": "x"}}, -32602, "Invalid params: 'parts' must be an array"),
         ({"message": {**TEXT, "parts": [{"kind": "image"}]}}, -32005, "Unsupported part type"),

@@ -18,6 +18,7 @@ The agent card: `GET /a2a/{id}`, `/a2a/{id}/.well-known/agent-card.json` (and
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from importlib.metadata import version
 from typing import Any
 from uuid import UUID
 
+import grpc
 import orjson
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
@@ -61,6 +63,7 @@ from waybill.gateway.routes.a2a_tasks import (
 )
 from waybill.gateway.routes.assistants import get_assistant
 from waybill.gateway.routes.jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -82,6 +85,8 @@ from waybill.gateway.streams import journal_events, sse_response
 from waybill.v1 import common_pb2
 
 router = APIRouter(tags=["a2a"])
+
+log = logging.getLogger("waybill.gateway.a2a")
 
 HISTORY_SCOPE_EXTENSION = "https://langchain.com/a2a/extensions/history-scope/v1"
 DEFAULT_MODES = ("application/json", "text/plain")
@@ -274,6 +279,8 @@ def checked_parts(message: dict[str, Any]) -> list[Any]:
         raise RpcError(INVALID_PARAMS, "Missing required 'messageId' in message")
     if not message.get("role"):
         raise RpcError(INVALID_PARAMS, "Missing required 'role' in message")
+    if not isinstance(message["role"], str):
+        raise RpcError(INVALID_PARAMS, "Invalid params: 'role' must be a string")
     parts = message.get("parts", [])
     if not isinstance(parts, list):
         raise RpcError(INVALID_PARAMS, "Invalid params: 'parts' must be an array")
@@ -477,7 +484,20 @@ async def stream_message(request: Request, assistant_id: str, rpc: Call) -> Resp
         run = await start_turn(request, turn, ["messages", "values"])
     except RpcError as error:
         return event_stream(request, single_event(rpc.failure(error)))
-    return event_stream(request, task_events(request, turn, run, rpc))
+    return event_stream(request, ended_by_error(task_events(request, turn, run, rpc), rpc))
+
+
+async def ended_by_error(
+    events: AsyncIterator[dict[str, Any]], rpc: Call
+) -> AsyncIterator[dict[str, Any]]:
+    """Once the stream has started, a service failing mid-way is a last JSON-RPC
+    error event (as on the Platform), not a broken response."""
+    try:
+        async for event in events:
+            yield event
+    except (HTTPException, grpc.aio.AioRpcError):
+        log.exception("A2A stream of %s failed", rpc.rpc_id)
+        yield rpc.failure(RpcError(INTERNAL_ERROR, "Internal server error"))
 
 
 def event_stream(request: Request, events: AsyncIterator[dict[str, Any]]) -> Response:
