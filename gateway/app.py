@@ -22,10 +22,12 @@ from waybill.gateway.peers import Peers
 from waybill.gateway.project_auth import ProjectAuth
 from waybill.gateway.request_limits import RequestSizeLimit
 from waybill.gateway.routes import (
+    a2a,
     assistants,
     channels,
     crons,
     deliveries,
+    mcp,
     run_events,
     runs,
     store,
@@ -89,6 +91,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         assistants.router,
         store.router,
         crons.router,
+        mcp.router,
+        a2a.router,
     )
     for router in routers:
         app.include_router(router, dependencies=guarded)

@@ -129,6 +129,17 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/store/items"): "store:read",
     ("POST", "/store/items/search"): "store:read",
     ("POST", "/store/namespaces"): "store:read",
+    # MCP and A2A: one route serves many methods, so any key gets in and each
+    # method checks its own scope (a tool call or a message needs `runs:create`).
+    ("POST", "/mcp"): AUTHENTICATED,
+    ("GET", "/mcp"): AUTHENTICATED,
+    ("DELETE", "/mcp"): AUTHENTICATED,
+    ("POST", "/a2a/{assistant_id}"): AUTHENTICATED,
+    ("GET", "/a2a/{assistant_id}"): AUTHENTICATED,
+    ("DELETE", "/a2a/{assistant_id}"): AUTHENTICATED,
+    ("GET", "/a2a/{assistant_id}/.well-known/agent-card.json"): AUTHENTICATED,
+    ("GET", "/a2a/{assistant_id}/.well-known/agent.json"): AUTHENTICATED,
+    ("GET", "/.well-known/agent-card.json"): AUTHENTICATED,
     ("POST", "/channels/telegram/{channel}/webhook"): PLATFORM_SIGNED,
     ("POST", "/channels/slack/{channel}/events"): PLATFORM_SIGNED,
     ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,

@@ -12,8 +12,8 @@ As on LangGraph Platform (`langgraph_api/server.py`):
 - `cors` replaces the default CORS settings.
 - `disable_assistants|threads|runs|store|meta|webhooks` take those routes away
   (404; `disable_webhooks` also drops a run's or cron's `webhook`).
-  `disable_mcp`, `disable_ui` and `disable_a2a` are accepted: Waybill serves
-  none of those routes.
+  `disable_mcp` and `disable_a2a` take away `/mcp` and the A2A routes (`/a2a/...`,
+  `/.well-known/agent-card.json`); `disable_ui` is accepted (Waybill serves no UI).
 - `mount_prefix` serves everything under a path prefix (`/ok` stays at `/`).
 - `configurable_headers` puts the request headers it picks into a run's
   `config.configurable`.
@@ -339,6 +339,10 @@ def route_groups(path: str) -> set[str]:
         groups.add("disable_webhooks")
     if path in META:
         groups.add("disable_meta")
+    if path == "/mcp":
+        groups.add("disable_mcp")
+    if path.startswith(("/a2a/", "/.well-known/agent")):
+        groups.add("disable_a2a")
     return groups
 
 

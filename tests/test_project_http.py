@@ -253,6 +253,7 @@ async def test_other_switches_take_their_groups_away(stack: Stack, tmp_path: Pat
             "disable_runs": True,
             "disable_meta": True,
             "disable_mcp": True,
+            "disable_a2a": True,
             "disable_ui": True,
         },
     )
@@ -269,6 +270,9 @@ async def test_other_switches_take_their_groups_away(stack: Stack, tmp_path: Pat
             ("GET", "/threads/00000000-0000-0000-0000-000000000000/runs"),
             ("POST", "/runs/crons/search"),
             ("GET", "/metrics"),
+            ("POST", "/mcp"),
+            ("POST", "/a2a/00000000-0000-0000-0000-000000000000"),
+            ("GET", "/.well-known/agent-card.json"),
         ):
             reply = await raw.request(method, path, json={})
             assert reply.status_code == 404, (method, path, reply.text)
