@@ -16,7 +16,7 @@ import inspect
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from langgraph_sdk import get_client, get_sync_client
@@ -26,7 +26,6 @@ from langgraph_sdk.schema import (
     AssistantVersion,
     Cron,
     GraphSchema,
-    Item,
     ListNamespaceResponse,
     Run,
     RunMetadataPayload,
@@ -34,10 +33,20 @@ from langgraph_sdk.schema import (
     StreamPart,
     Thread,
     ThreadState,
-    ThreadUpdateStateResponse,
 )
 
-from tests.sdk_shapes import shape_errors
+from tests.sdk_answers import (
+    MODE_DATA,
+    Answers,
+    GetItemAnswers,
+    GetStateAnswers,
+    PruneAnswer,
+    Streams,
+    SubgraphSchema,
+    ThreadStreamStarted,
+    UpdateStateAnswers,
+    run_stream,
+)
 from tests.stacks import stack_in_mode
 from waybill.common.launch import Stack
 
@@ -58,99 +67,6 @@ class World:
     run_id: str
     cron_id: str
     nested_assistant_id: str  # the system assistant of `nested`, a graph with a subgraph
-
-
-# ---- the shapes that an answer, or a stream, must have --------------------------------
-
-
-@dataclass(frozen=True)
-class Answers:
-    """An answer of a type that `langgraph_sdk.schema` (or the method's signature) declares."""
-
-    shape: Any
-
-    def errors(self, answer: Any) -> list[str]:
-        return shape_errors(answer, self.shape)
-
-
-@dataclass(frozen=True)
-class Streams:
-    """A stream whose every event is one of `events` (name -> shape of its data),
-    with each of `required` among them; `metadata`, when required, comes first."""
-
-    events: dict[str, Any]
-    required: frozenset[str]
-
-    def errors(self, parts: list[StreamPart]) -> list[str]:
-        names = [part.event for part in parts]
-        errors = [f"missing event {name!r} in {names}" for name in self.required - set(names)]
-        if "metadata" in self.required and names and names[0] != "metadata":
-            errors.append(f"the first event is {names[0]!r}, not 'metadata'")
-        for i, part in enumerate(parts):
-            if part.event not in self.events:
-                errors.append(f"event {i} {part.event!r} is not one of {sorted(self.events)}")
-            else:
-                errors += shape_errors(
-                    part.data, self.events[part.event], f"event {i} {part.event}"
-                )
-        return errors
-
-
-def run_stream(*modes: str) -> Streams:
-    """A run's stream in these stream modes: `metadata`, then each mode's events."""
-    events: dict[str, Any] = {"metadata": RunMetadataPayload, **{m: MODE_DATA[m] for m in modes}}
-    return Streams(events, frozenset(events))
-
-
-MODE_DATA: dict[str, Any] = {"values": dict[str, Any], "updates": dict[str, Any]}
-
-
-class SubgraphSchema(TypedDict):
-    """A subgraph's schemas: GraphSchema less `graph_id`, which LangGraph Platform
-    leaves out here (langgraph_api/api/assistants.py `_graph_schemas`)."""
-
-    input_schema: dict[str, Any] | None
-    output_schema: dict[str, Any] | None
-    state_schema: dict[str, Any] | None
-    config_schema: dict[str, Any] | None
-    context_schema: dict[str, Any] | None
-
-
-class PruneAnswer(TypedDict):
-    """What `POST /threads/prune` answers on LangGraph Platform (the SDK says dict)."""
-
-    pruned_count: int
-
-
-class GetItemAnswers(TypedDict):
-    """`store.get_item` of an item there, and of a key that is not: null, as the
-    reference answers (`langgraph_api/api/store.py`)."""
-
-    found: Item
-    missing: None
-
-
-class GetStateAnswers(TypedDict):
-    """`threads.get_state` of the latest checkpoint, by checkpoint id, and by a
-    checkpoint dict (`POST /threads/{id}/state/checkpoint`)."""
-
-    latest: ThreadState
-    by_id: ThreadState
-    by_checkpoint: ThreadState
-
-
-class UpdateStateAnswers(TypedDict):
-    """`threads.update_state` on the latest checkpoint and on a given one."""
-
-    latest: ThreadUpdateStateResponse
-    on_checkpoint: ThreadUpdateStateResponse
-
-
-class ThreadStreamStarted(TypedDict):
-    """A v3 thread stream session: `run.start` answers the run id, `output` the values."""
-
-    started: dict[str, str]
-    output: dict[str, Any]
 
 
 # ---- small helpers the calls use -------------------------------------------------------
