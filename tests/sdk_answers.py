@@ -9,8 +9,14 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from langgraph_sdk.schema import (
+    All,
+    Config,
+    Cron,
+    Durability,
     Item,
+    Run,
     RunMetadataPayload,
+    StreamMode,
     StreamPart,
     ThreadState,
     ThreadUpdateStateResponse,
@@ -117,3 +123,43 @@ class ThreadStreamStarted(TypedDict):
 
     started: dict[str, str]
     output: dict[str, Any]
+
+
+class RunKwargs(TypedDict):
+    """A run's `kwargs` as LangGraph Platform shows them (langgraph_api/models/run.py;
+    the SDK leaves them undeclared). Less `temporary`, which Waybill does not record."""
+
+    input: Any
+    command: dict[str, Any] | None
+    config: Config
+    context: dict[str, Any] | None
+    stream_mode: list[StreamMode]
+    interrupt_before: All | list[str] | None
+    interrupt_after: All | list[str] | None
+    webhook: str | None
+    feedback_keys: list[str] | None
+    subgraphs: bool
+    resumable: bool
+    checkpoint_during: bool
+    durability: Durability
+
+
+class PlatformRun(Run):
+    """A run with the keys LangGraph Platform sends beyond the SDK's `Run`."""
+
+    kwargs: RunKwargs
+    langsmith_session_name: str | None
+
+
+class CronPayload(TypedDict):
+    """A cron's `payload` as LangGraph Platform keeps it: the create request's body,
+    so the schedule and assistant too (the SDK says dict)."""
+
+    schedule: str
+    assistant_id: str
+
+
+class PlatformCron(Cron):
+    """A cron whose payload is LangGraph Platform's."""
+
+    payload: CronPayload  # type: ignore[misc]  # narrows the SDK's `dict`

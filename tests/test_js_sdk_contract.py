@@ -21,10 +21,8 @@ import pytest
 from langgraph_sdk.schema import (
     Assistant,
     AssistantVersion,
-    Cron,
     GraphSchema,
     ListNamespaceResponse,
-    Run,
     RunMetadataPayload,
     SearchItemsResponse,
     StreamPart,
@@ -37,6 +35,8 @@ from tests.sdk_answers import (
     Answers,
     GetItemAnswers,
     GetStateAnswers,
+    PlatformCron,
+    PlatformRun,
     PruneAnswer,
     Refused,
     Streams,
@@ -82,12 +82,12 @@ JS_CONTRACT: dict[str, Answers | Streams | Refused] = {
     ),
     "threads.stream": Answers(ThreadStreamStarted),
     # runs
-    "runs.create": Answers(Run),
-    "runs.createBatch": Answers(list[Run]),
+    "runs.create": Answers(PlatformRun),
+    "runs.createBatch": Answers(list[PlatformRun]),
     "runs.wait": Answers(dict[str, Any]),
     "runs.stream": run_stream("values", "updates"),
-    "runs.list": Answers(list[Run]),
-    "runs.get": Answers(Run),
+    "runs.list": Answers(list[PlatformRun]),
+    "runs.get": Answers(PlatformRun),
     "runs.join": Answers(dict[str, Any]),
     "runs.joinStream": Streams(
         {"metadata": RunMetadataPayload, "values": dict[str, Any]}, frozenset({"values"})
@@ -96,10 +96,10 @@ JS_CONTRACT: dict[str, Answers | Streams | Refused] = {
     "runs.cancelMany": Answers(None),
     "runs.delete": Answers(None),
     # crons
-    "crons.create": Answers(Cron),
-    "crons.createForThread": Answers(Cron),
-    "crons.update": Answers(Cron),
-    "crons.search": Answers(list[Cron]),
+    "crons.create": Answers(PlatformCron),
+    "crons.createForThread": Answers(PlatformCron),
+    "crons.update": Answers(PlatformCron),
+    "crons.search": Answers(list[PlatformCron]),
     "crons.count": Answers(int),
     "crons.delete": Answers(None),
     # store

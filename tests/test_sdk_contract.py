@@ -27,7 +27,6 @@ from langgraph_sdk.schema import (
     Cron,
     GraphSchema,
     ListNamespaceResponse,
-    Run,
     RunMetadataPayload,
     SearchItemsResponse,
     StreamPart,
@@ -40,6 +39,8 @@ from tests.sdk_answers import (
     Answers,
     GetItemAnswers,
     GetStateAnswers,
+    PlatformCron,
+    PlatformRun,
     PruneAnswer,
     Streams,
     SubgraphSchema,
@@ -312,11 +313,11 @@ CONTRACT: dict[str, tuple[Call, Answers | Streams]] = {
     # runs
     "runs.create": (
         lambda w: w.client.runs.create(w.thread_id, "memory", input=NOTE),
-        Answers(Run),
+        Answers(PlatformRun),
     ),
     "runs.create_batch": (
         lambda w: w.client.runs.create_batch([{"assistant_id": "memory", "input": NOTE}]),
-        Answers(list[Run]),
+        Answers(list[PlatformRun]),
     ),
     "runs.wait": (
         lambda w: w.client.runs.wait(w.thread_id, "memory", input=NOTE),
@@ -330,8 +331,8 @@ CONTRACT: dict[str, tuple[Call, Answers | Streams]] = {
         ),
         run_stream("values", "updates"),
     ),
-    "runs.list": (lambda w: w.client.runs.list(w.thread_id), Answers(list[Run])),
-    "runs.get": (lambda w: w.client.runs.get(w.thread_id, w.run_id), Answers(Run)),
+    "runs.list": (lambda w: w.client.runs.list(w.thread_id), Answers(list[PlatformRun])),
+    "runs.get": (lambda w: w.client.runs.get(w.thread_id, w.run_id), Answers(PlatformRun)),
     "runs.join": (lambda w: w.client.runs.join(w.thread_id, w.run_id), Answers(dict[str, Any])),
     "runs.join_stream": (
         join_run_stream,
@@ -341,13 +342,13 @@ CONTRACT: dict[str, tuple[Call, Answers | Streams]] = {
     "runs.cancel_many": (cancel_many_runs, Answers(None)),
     "runs.delete": (delete_run, Answers(None)),
     # crons
-    "crons.create": (create_cron, Answers(Cron)),
-    "crons.create_for_thread": (create_cron_for_thread, Answers(Cron)),
+    "crons.create": (create_cron, Answers(PlatformCron)),
+    "crons.create_for_thread": (create_cron_for_thread, Answers(PlatformCron)),
     "crons.update": (
         lambda w: w.client.crons.update(w.cron_id, schedule="0 10 1 1 *"),
-        Answers(Cron),
+        Answers(PlatformCron),
     ),
-    "crons.search": (lambda w: w.client.crons.search(metadata=w.mark), Answers(list[Cron])),
+    "crons.search": (lambda w: w.client.crons.search(metadata=w.mark), Answers(list[PlatformCron])),
     "crons.count": (lambda w: w.client.crons.count(metadata=w.mark), Answers(int)),
     "crons.delete": (delete_cron, Answers(None)),
     # store
