@@ -27,6 +27,7 @@ from langgraph_sdk.schema import (
     Cron,
     GraphSchema,
     ListNamespaceResponse,
+    Run,
     RunMetadataPayload,
     SearchItemsResponse,
     StreamPart,
@@ -174,6 +175,12 @@ async def thread_stream_session(w: World) -> ThreadStreamStarted:
 # ---- runs ------------------------------------------------------------------------------
 
 
+async def create_run(w: World) -> Run:
+    run = await w.client.runs.create(w.thread_id, "memory", input=NOTE)
+    await w.client.runs.join(w.thread_id, run["run_id"])  # the shared thread left idle
+    return run
+
+
 async def join_run_stream(w: World) -> list[StreamPart]:
     thread_id = await new_thread(w)
     run = await w.client.runs.create(
@@ -311,10 +318,7 @@ CONTRACT: dict[str, tuple[Call, Answers | Streams]] = {
     ),
     "threads.stream": (thread_stream_session, Answers(ThreadStreamStarted)),
     # runs
-    "runs.create": (
-        lambda w: w.client.runs.create(w.thread_id, "memory", input=NOTE),
-        Answers(PlatformRun),
-    ),
+    "runs.create": (create_run, Answers(PlatformRun)),
     "runs.create_batch": (
         lambda w: w.client.runs.create_batch([{"assistant_id": "memory", "input": NOTE}]),
         Answers(list[PlatformRun]),

@@ -144,7 +144,11 @@ const CALLS = {
   "threads.joinStream": joinThreadStream,
   "threads.stream": threadStreamSession,
   // runs
-  "runs.create": (w) => client.runs.create(w.threadId, "memory", { input: NOTE }),
+  "runs.create": async (w) => {
+    const run = await client.runs.create(w.threadId, "memory", { input: NOTE });
+    await client.runs.join(w.threadId, run.run_id); // the shared thread left idle
+    return run;
+  },
   "runs.createBatch": () => client.runs.createBatch([{ assistantId: "memory", input: NOTE }]),
   "runs.wait": (w) => client.runs.wait(w.threadId, "memory", { input: NOTE }),
   "runs.stream": (w) =>
