@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+JS_STAMP := tests/js/node_modules/.installed
 
 .PHONY: setup proto run test test-scale soak lint typecheck bench clean
 
@@ -13,7 +14,12 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The JS langgraph-sdk that tests/test_js_sdk_contract.py drives, as the lock pins it.
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund
+	touch $(JS_STAMP)
+
+setup: $(STAMP) $(JS_STAMP)
 
 # Regenerate the gRPC stubs from protos/ (never edit waybill/v1 by hand).
 proto: $(STAMP)
@@ -49,4 +55,4 @@ bench: setup proto
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .waybill
+	rm -rf $(VENV) .waybill tests/js/node_modules

@@ -102,8 +102,23 @@ def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
         "updated_at": run.updated_at,
         "status": RUN_STATUS_NAMES.get(run.status, "pending"),
         "metadata": loads(run.metadata_json, {}),
-        "kwargs": redacted_kwargs(loads(run.kwargs_json, {})),
+        "kwargs": public_kwargs(loads(run.kwargs_json, {})),
         "multitask_strategy": MULTITASK_NAMES.get(run.multitask_strategy, "reject"),
+        # LangGraph Platform's LangSmith tracing project; Waybill sends no traces there.
+        "langsmith_session_name": None,
         # Waybill's addition: token usage once the run ended (common/usage.py), else null.
         "usage": loads(run.usage_json, None),
     }
+
+
+def public_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A run's kwargs as LangGraph Platform shows them (secrets hidden): `stream_mode`
+    always a list, and its names for the streaming and durability flags beside
+    Waybill's own (`stream_subgraphs`, `durability`), which the runner reads."""
+    shown = dict(redacted_kwargs(kwargs))
+    mode = shown.get("stream_mode") or "values"
+    shown["stream_mode"] = [mode] if isinstance(mode, str) else list(mode)
+    shown.setdefault("subgraphs", bool(shown.get("stream_subgraphs", False)))
+    shown.setdefault("resumable", True)  # every Waybill run's stream can be joined again
+    shown.setdefault("checkpoint_during", shown.get("durability", "async") != "exit")
+    return shown

@@ -131,8 +131,10 @@ class CronRecord:
         )
 
     def payload(self) -> dict[str, Any]:
-        """LangGraph's `payload`: the run each firing creates."""
+        """LangGraph's `payload`: the run each firing creates, with the schedule, as
+        LangGraph Platform keeps it (the request's body)."""
         return {
+            "schedule": self.schedule,
             "assistant_id": self.assistant_id,
             **self.kwargs,
             "metadata": self.metadata,
