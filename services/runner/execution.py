@@ -349,7 +349,7 @@ class RunExecution:
         # for go beside the step before them.
         self.fence.check("journal flush")
         snapshot, (start, started_from), _, _ = await asyncio.gather(
-            graph.aget_state(thread_config(self.run.thread_id)),
+            self._final_state(graph),
             self._state_started_from(graph),
             self.sink.flush(),
             self._snapshot_taken(),  # the receipt compares the workspace with it
@@ -459,10 +459,23 @@ class RunExecution:
             namespace, mode, data = parts
             yield encoder.encode(mode, namespace, data)
 
+    async def _final_state(self, graph: Pregel) -> StateSnapshot:
+        """The thread's state as the run left it; an empty one when it cannot be read
+        (an input the graph refused, e.g. a message of an unknown role, is stored as a
+        pending write that no read can apply), so the run still ends as a graph failure."""
+        config = thread_config(self.run.thread_id)
+        try:
+            return await graph.aget_state(config)
+        except StaleEpochError:
+            raise
+        except Exception as error:
+            log.info("run %s: its state cannot be read (%s)", self.run.run_id, error)
+            return StateSnapshot({}, (), config, None, None, None, (), ())
+
     async def _answer_dangling_tool_calls(self, graph: Pregel) -> None:
         """A cut-short tool call would poison the thread for every provider: answer it."""
         config = thread_config(self.run.thread_id)
-        snapshot = await graph.aget_state(config)
+        snapshot = await self._final_state(graph)
         values = snapshot.values if isinstance(snapshot.values, dict) else {}
         calls = unanswered_tool_calls(values.get("messages") or [])
         if not calls:
