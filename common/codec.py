@@ -93,17 +93,6 @@ def thread_to_dict(thread: common_pb2.Thread) -> dict[str, Any]:
     }
 
 
-def shown_status(run: common_pb2.Run) -> str:
-    """A run's status as the API shows it. A cancel is durable once recorded (its
-    runner, or the next claim, carries it out), so an active run with a cancel on
-    record reads `interrupted` at once, as LangGraph Platform's reads do right after
-    a `wait=false` cancel; its terminal write follows when the runner has stopped."""
-    status = RUN_STATUS_NAMES.get(run.status, "pending")
-    if run.cancel_action and status in ("pending", "running"):
-        return "interrupted"
-    return status
-
-
 def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -111,7 +100,7 @@ def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
         "assistant_id": run.assistant_id,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
-        "status": shown_status(run),
+        "status": RUN_STATUS_NAMES.get(run.status, "pending"),
         "metadata": loads(run.metadata_json, {}),
         "kwargs": redacted_kwargs(loads(run.kwargs_json, {})),
         "multitask_strategy": MULTITASK_NAMES.get(run.multitask_strategy, "reject"),
