@@ -13,7 +13,7 @@ import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import says
+from tests.test_runs import after_its_end, says
 from waybill.common.launch import Stack
 
 ALIEN = {"messages": [{"role": "alien", "content": "x"}]}
@@ -82,8 +82,7 @@ async def test_join_stream_sends_only_the_modes_asked_for(client: LangGraphClien
     )
     await client.runs.join(thread_id, run["run_id"])
     everything = [
-        p.event
-        async for p in client.runs.join_stream(thread_id, run["run_id"], last_event_id="-1")
+        p.event async for p in client.runs.join_stream(thread_id, run["run_id"], last_event_id="-1")
     ]
     assert {"metadata", "values", "updates", "custom"} <= set(everything)
 
@@ -225,3 +224,32 @@ async def test_join_keeps_the_connection_alive(client: LangGraphClient, stack: S
     assert reply.content.startswith(b"\n")
     assert reply.headers["location"] == f"/threads/{thread_id}/runs/{run['run_id']}/join"
     assert reply.json()["messages"][-1]["type"] == "ai"
+
+
+# ---- 6. reads right after a cancel (wait=false) ------------------------------------------
+
+
+async def test_a_read_right_after_a_cancel_says_interrupted(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    """wait=false promises the cancel is on record (durable: the runner, or the next
+    claim, carries it out); reads say so at once, as LangGraph Platform's do."""
+    thread_id = (await client.threads.create())["thread_id"]
+    running = await start_slow_tool(client, thread_id)
+    path = f"/threads/{thread_id}/runs/{running['run_id']}"
+    assert (await http.post(f"{path}/cancel")).status_code == 202
+    assert (await http.get(path)).json()["status"] == "interrupted"
+    listed = (await http.get(f"/threads/{thread_id}/runs")).json()
+    assert [run["status"] for run in listed] == ["interrupted"]
+    assert (await after_its_end(client, thread_id, running["run_id"]))["status"] == "interrupted"
+
+
+async def test_a_read_right_after_a_rollback_finds_no_run(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    running = await start_slow_tool(client, thread_id)
+    path = f"/threads/{thread_id}/runs/{running['run_id']}"
+    assert (await http.post(f"{path}/cancel", params={"action": "rollback"})).status_code == 202
+    assert (await http.get(path)).status_code == 404
+    assert (await http.get(f"/threads/{thread_id}/runs")).json() == []

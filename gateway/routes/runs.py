@@ -237,7 +237,7 @@ async def list_runs(
             )
         )
     )
-    return [codec.run_to_dict(run) for run in reply.runs]
+    return [codec.run_to_dict(run) for run in reply.runs if not codec.rolling_back(run)]
 
 
 async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_pb2.Run:
@@ -251,7 +251,10 @@ async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_
 @router.get("/threads/{thread_id}/runs/{run_id}")
 async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
-    return codec.run_to_dict(await get_run_record(peers_of(request), thread_id, run_id))
+    run = await get_run_record(peers_of(request), thread_id, run_id)
+    if codec.rolling_back(run):
+        raise HTTPException(404, f"Run {run_id} not found on thread {thread_id}.")
+    return codec.run_to_dict(run)
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
