@@ -176,8 +176,10 @@ class Worker:
             await execution.sink.flush()
         except Exception:
             log.warning("run %s: the failure is not on its stream", execution.run.run_id)
+        # The receipt before the terminal status, as for a graph's failure.
+        held = await execution.failure_receipt(error)
         try:
-            await self.peers.admission.FinishRun(
+            finished = await self.peers.admission.FinishRun(
                 admission_pb2.RunFinished(
                     run_id=execution.run.run_id,
                     runner_id=self.runner_id,
@@ -187,6 +189,8 @@ class Worker:
                 ),
                 timeout=self.peers.rpc_timeout,
             )
+            if finished.accepted and held:
+                await execution.confirm_finished()
             await execution.sink.close()
         except Exception:
             log.exception("run %s: could not report the failure", execution.run.run_id)
