@@ -192,6 +192,7 @@ async def result_response(
     # Not cancelled if the client leaves: a stateless run's clean-up is part of it.
     request.app.state.background.add(task)
     task.add_done_callback(request.app.state.background.discard)
+    task.add_done_callback(settled)
     await asyncio.wait({task}, timeout=interval)
     if task.done():
         return JSONResponse(task.result(), headers=headers)
@@ -216,6 +217,14 @@ def late_result(task: asyncio.Future[Any]) -> Any:
         return task.result()
     except HTTPException as failure:
         return {"__error__": {"error": "HTTPException", "message": str(failure.detail)}}
+    except Exception as failure:
+        return {"__error__": {"error": type(failure).__name__, "message": str(failure)}}
+
+
+def settled(task: asyncio.Future[Any]) -> None:
+    """Marks a failure seen: one whose client left is not logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 @router.get("/threads/{thread_id}/runs")
