@@ -93,6 +93,26 @@ def thread_to_dict(thread: common_pb2.Thread) -> dict[str, Any]:
     }
 
 
+def is_active(run: common_pb2.Run) -> bool:
+    return run.status in (common_pb2.RUN_STATUS_PENDING, common_pb2.RUN_STATUS_RUNNING)
+
+
+def shown_status(run: common_pb2.Run) -> str:
+    """A run's status as the API shows it. A cancel is durable once recorded (its
+    runner, or the next claim, carries it out), so an active run with an interrupt
+    on record reads `interrupted` at once, as LangGraph Platform's reads do right
+    after a `wait=false` cancel; its terminal write follows once the runner stopped."""
+    if run.cancel_action == "interrupt" and is_active(run):
+        return "interrupted"
+    return RUN_STATUS_NAMES.get(run.status, "pending")
+
+
+def rolling_back(run: common_pb2.Run) -> bool:
+    """An active run with a rollback on record: gone as far as reads go (its end
+    deletes it), as LangGraph Platform deletes it when the cancel is asked."""
+    return run.cancel_action == "rollback" and is_active(run)
+
+
 def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -100,7 +120,7 @@ def run_to_dict(run: common_pb2.Run) -> dict[str, Any]:
         "assistant_id": run.assistant_id,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
-        "status": RUN_STATUS_NAMES.get(run.status, "pending"),
+        "status": shown_status(run),
         "metadata": loads(run.metadata_json, {}),
         "kwargs": public_kwargs(loads(run.kwargs_json, {})),
         "multitask_strategy": MULTITASK_NAMES.get(run.multitask_strategy, "reject"),

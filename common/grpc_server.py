@@ -112,6 +112,7 @@ async def serve(
     *,
     on_stop: Callable[[], Awaitable[None]] | None = None,
     grace_seconds: float = 10.0,
+    on_serving: Callable[[health.aio.HealthServicer], Awaitable[None]] | None = None,
 ) -> None:
     """Run one service until SIGTERM/SIGINT, then stop it gracefully."""
     freeze_startup_objects()  # before the first await: no request's objects yet
@@ -131,6 +132,8 @@ async def serve(
     await server.start()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(f"waybill.v1.{service}", health_pb2.HealthCheckResponse.SERVING)
+    if on_serving is not None:  # a service's own health statuses (the runner's work stream)
+        await on_serving(health_servicer)
     log.info("%s serving on %s", service, address)
 
     stop = asyncio.Event()

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,10 +50,14 @@ def grpc_serving(address: str, settings: Settings | None = None) -> bool:
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def _http_ok(url: str) -> bool:
+def _http_ok(url: str, serving_runs: bool = True) -> bool:
+    """The gateway's `/ok` says 200 (it can serve a run); or, with `serving_runs`
+    false (a stack started without a runner), that it answers at all."""
     try:
         with urllib.request.urlopen(f"{url}/ok", timeout=1.0) as reply:
             return bool(reply.status == 200)
+    except urllib.error.HTTPError as refusal:
+        return not serving_runs and refusal.code == 503
     except OSError:
         return False
 
@@ -78,11 +83,18 @@ class Stack:
         return f"http://{settings.http_host}:{settings.http_port}"
 
     def start(self, only: list[str] | None = None) -> None:
+        """The services in order, the gateway last, once the rest are ready: its `/ok`
+        says 200 only when a run can be served."""
         self.migrate()
-        for name, module in SERVICES.items():
-            if only is None or name in only:
-                self.start_one(name, module)
-        self.wait_ready(only)
+        wanted = [name for name in SERVICES if only is None or name in only]
+        backends = [name for name in wanted if name != "gateway"]
+        for name in backends:
+            self.start_one(name, SERVICES[name])
+        self.wait_ready(backends)
+        if "gateway" in wanted:
+            self.start_one("gateway", SERVICES["gateway"])
+            # Without every service, no run can be served: the gateway answering is enough.
+            self.wait_ready(["gateway"], serving_runs=len(wanted) == len(SERVICES))
 
     def migrate(self) -> None:
         """The deploy's one migration step, before any service starts (they only
@@ -120,14 +132,16 @@ class Stack:
     def address_of(self, name: str) -> str:
         return str(getattr(self.settings, f"{name}_addr"))
 
-    def wait_ready(self, only: list[str] | None = None) -> None:
+    def wait_ready(self, only: list[str] | None = None, serving_runs: bool = True) -> None:
+        """Until each service is ready; the gateway is when its `/ok` says 200 (or, without
+        `serving_runs`, when it answers: a stack without a runner serves no run)."""
         deadline = time.monotonic() + self.settings.startup_timeout_seconds
         waiting = [name for name in SERVICES if only is None or name in only]
         while waiting:
             self.raise_if_dead()
             name = waiting[0]
             ready = (
-                _http_ok(self.url)
+                _http_ok(self.url, serving_runs)
                 if name == "gateway"
                 else grpc_serving(self.address_of(name), self.settings)
             )

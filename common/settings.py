@@ -112,6 +112,15 @@ class Settings(BaseSettings):
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
+    # `wait` and `join` send a newline this often while the run goes on (leading
+    # whitespace a JSON parser skips), so that proxies keep the connection, as
+    # LangGraph Platform does every 5 s.
+    wait_keepalive_seconds: float = 5.0
+    # The gateway's `/ok` asks each peer's health with this deadline.
+    ready_check_timeout_seconds: float = 1.0
+    # `DELETE /threads/{id}` cancels the thread's active runs and waits this long
+    # for them to stop before it deletes; past it, 409 (retry).
+    thread_delete_stop_seconds: float = 30.0
     # A stopping gateway lets open SSE streams run this long (a run about to end
     # finishes its stream), then ends them; clients resume with Last-Event-ID.
     # Keep it below shutdown_grace_seconds, the gateway's whole drain.

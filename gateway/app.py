@@ -11,6 +11,7 @@ import orjson
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.settings import Settings, get_settings
@@ -74,8 +75,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(CORSMiddleware, **cors)
 
     @app.get("/ok")
-    async def ok() -> dict[str, bool]:
-        return {"ok": True}
+    async def ok() -> JSONResponse:
+        """Ready only when a run can be served: every peer answers its health check and a
+        runner holds its work stream to admission. Otherwise 503, naming what is not."""
+        services = await app.state.peers.health(settings.ready_check_timeout_seconds)
+        if all(state == "healthy" for state in services.values()):
+            return JSONResponse({"ok": True})  # LangGraph Platform's body
+        return JSONResponse({"ok": False, "services": services}, status_code=503)
 
     @app.get("/info")
     async def info() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from fastapi import HTTPException
 
 from waybill.common.errors import http_status_for
 from waybill.common.grpc_channels import open_channel, round_robin
+from waybill.common.readiness import RUNNER_WORK_HEALTH, peer_health
 from waybill.common.settings import Settings
 from waybill.gateway.auth import principal_interceptors
 from waybill.v1 import (
@@ -57,6 +58,18 @@ class Peers:
             delivery=delivery_pb2_grpc.DeliveryStub(channels[3]),
             channels=channels,
             inbound=channels_pb2_grpc.ChannelsStub(channels[3]),
+        )
+
+    async def health(self, deadline_seconds: float) -> dict[str, str]:
+        """Each peer's readiness; the runner's is its work stream to admission being open."""
+        return await peer_health(
+            {
+                "admission": (self.channels[0], ""),
+                "runner": (self.channels[1], RUNNER_WORK_HEALTH),
+                "journal": (self.channels[2], ""),
+                "delivery": (self.channels[3], ""),
+            },
+            deadline_seconds,
         )
 
     async def close(self) -> None:

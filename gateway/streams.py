@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -41,11 +41,29 @@ def encode(event: journal_pb2.RunEvent) -> bytes:
     )
 
 
+def stream_mode_matches(event: str, modes: Collection[str]) -> bool:
+    """Whether a join asking for `modes` gets `event`, as LangGraph Platform filters:
+    no modes means every event; `messages` (or `messages-tuple`) takes every
+    `messages/...` event; a subgraph's `mode|namespace` goes with its mode. Nothing
+    else passes (not `metadata`, not `error`) unless asked for by name."""
+    if not modes or event in modes:
+        return True
+    if event.startswith("messages") and ("messages" in modes or "messages-tuple" in modes):
+        return True
+    base, bar, _ = event.partition("|")
+    return bool(bar) and base in modes
+
+
 async def opened_sse_frames(
-    journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int, live_only: bool
+    journal: journal_pb2_grpc.JournalStub,
+    run_id: str,
+    from_seq: int,
+    live_only: bool,
+    modes: Collection[str] = (),
 ) -> AsyncIterator[bytes]:
     """`sse_frames` of a log known to be readable: a deleted run is 404 and one
-    whose events expired is 410, answered before the stream starts."""
+    whose events expired is 410, answered before the stream starts. With `modes`,
+    only the events `stream_mode_matches` lets through (each keeps its own id)."""
     request = journal_pb2.SubscribeRequest(run_id=run_id, from_seq=from_seq, live_only=live_only)
     call = journal.Subscribe(request)
     await call.initial_metadata()  # sent once the journal has checked the log
@@ -57,14 +75,16 @@ async def opened_sse_frames(
             if any(key == EXPIRED_KEY for key, _ in trailing or ()):
                 raise HTTPException(410, details)
             raise HTTPException(http_status_for(code, details), details)
-    return _frames(subscribed_batches(call))
+    return _frames(subscribed_batches(call), modes)
 
 
 async def _frames(
-    batches: AsyncIterator[Sequence[journal_pb2.RunEvent]],
+    batches: AsyncIterator[Sequence[journal_pb2.RunEvent]], modes: Collection[str] = ()
 ) -> AsyncIterator[bytes]:
     async for batch in batches:
-        yield b"".join(encode(event) for event in batch)
+        wanted = [event for event in batch if stream_mode_matches(event.event, modes)]
+        if wanted:
+            yield b"".join(encode(event) for event in wanted)
 
 
 async def journal_events(

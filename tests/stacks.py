@@ -116,6 +116,7 @@ def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> 
         "WAYBILL_DELIVERY_METRICS_PORT": str(free_port()),
         "WAYBILL_SHUTDOWN_GRACE_SECONDS": "2",
         "WAYBILL_SSE_HEARTBEAT_SECONDS": "1",
+        "WAYBILL_WAIT_KEEPALIVE_SECONDS": "0.5",
         "WAYBILL_GRAPHS": str(TEST_GRAPHS),
         **extra,
     }

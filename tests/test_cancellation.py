@@ -11,7 +11,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 
 from tests.stacks import runner_stats
-from tests.test_runs import poll_until_done, says
+from tests.test_runs import after_its_end, poll_until_done, says
 from waybill.common.launch import Stack
 from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
 
@@ -22,7 +22,9 @@ async def wait_for_status(
     for _ in range(400):
         run = await client.runs.get(thread_id, run_id)
         if run["status"] == status:
-            return run
+            if status in ("pending", "running"):
+                return run
+            return await after_its_end(client, thread_id, run_id)
         await asyncio.sleep(0.025)
     raise AssertionError(f"run {run_id} never reached {status}; last {run['status']}")
 

@@ -207,6 +207,10 @@ async def test_a_factory_that_raises_ends_the_run_in_error_on_its_stream(
     assert errors == [{"error": "RuntimeError", "message": "no API key for the model"}]
     [run] = await client.runs.list(thread["thread_id"])
     assert run["status"] == "error"
+    # Its receipt was written before its end, as a graph's failure's is.
+    receipt = await client.http.get(f"/threads/{thread['thread_id']}/runs/{run['run_id']}/receipt")
+    assert receipt["outcome"] == "error"
+    assert receipt["error"] == {"error": "RuntimeError", "message": "no API key for the model"}
 
 
 async def test_a_graph_reads_a_variable_set_only_in_the_env_file(

@@ -69,13 +69,18 @@ async def test_deleting_a_thread_deletes_its_state(
     assert [m["content"] for m in state["values"]["messages"]] == ["fresh", "You said: fresh"]
 
 
-async def test_a_thread_with_an_active_run_is_not_deleted(
+async def test_a_thread_with_an_active_run_is_deleted_once_its_run_is_stopped(
     client: LangGraphClient, http: httpx.AsyncClient
 ) -> None:
-    thread = await client.threads.create()
-    run = await start_slow_tool(client, thread["thread_id"])
-    refused = await http.delete(f"/threads/{thread['thread_id']}")
-    assert refused.status_code == 409
-    assert "active run" in refused.json()["detail"]
-    await client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
-    assert (await http.delete(f"/threads/{thread['thread_id']}")).status_code == 204
+    """As on LangGraph Platform (it answered 409 here before): the delete cancels the
+    thread's run, and the run's runner has stopped before anything is deleted."""
+    thread_id = str(uuid.uuid4())
+    await client.threads.create(thread_id=thread_id)
+    run = await start_slow_tool(client, thread_id)
+    assert (await http.delete(f"/threads/{thread_id}")).status_code == 204
+    assert (await http.get(f"/threads/{thread_id}/runs/{run['run_id']}")).status_code == 404
+
+    await client.threads.create(thread_id=thread_id)  # the same id, new thread
+    await client.runs.wait(thread_id, "lead_agent", input=says("fresh"))
+    state = await client.threads.get_state(thread_id)
+    assert [m["content"] for m in state["values"]["messages"]] == ["fresh", "You said: fresh"]

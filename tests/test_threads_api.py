@@ -313,23 +313,18 @@ async def test_delete_removes_runs_events_receipts_state_and_workspace(
     assert not (workspace / "notes").exists()
 
 
-async def test_delete_is_refused_while_a_run_is_pending_and_writes_nothing(
+async def test_delete_cancels_a_pending_run_first(
     client: LangGraphClient, http: httpx.AsyncClient
 ) -> None:
+    """As on LangGraph Platform (it answered 409 here before): a delayed run still
+    pending is cancelled through the durable path, then the thread goes with it."""
     thread_id = (await client.threads.create(metadata={"keep": "me"}))["thread_id"]
     delayed = await client.runs.create(
         thread_id, "lead_agent", input=says("later"), after_seconds=300
     )
-    refused = await http.delete(f"/threads/{thread_id}")
-    assert refused.status_code == 409
-    assert "active run" in refused.json()["detail"]
-    assert (await client.threads.get(thread_id))["metadata"]["keep"] == "me"
-    assert (await client.runs.get(thread_id, delayed["run_id"]))["status"] == "pending"
-
-    await client.runs.cancel(thread_id, delayed["run_id"])
-    await wait_for_status(client, thread_id, delayed["run_id"], "interrupted")
-    await client.threads.delete(thread_id)
+    assert (await http.delete(f"/threads/{thread_id}")).status_code == 204
     assert (await http.get(f"/threads/{thread_id}")).status_code == 404
+    assert (await http.get(f"/threads/{thread_id}/runs/{delayed['run_id']}")).status_code == 404
 
 
 async def test_deleting_a_run_forgets_its_events_and_receipt(

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import grpc
-from fastapi import APIRouter, Body, Header, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from waybill.common import codec
 from waybill.common.tracing import run_span
@@ -165,11 +165,66 @@ async def cancel_quietly(peers: Peers, run: common_pb2.Run) -> None:
 
 
 @router.post("/threads/{thread_id}/runs/wait")
-async def wait_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
+async def wait_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_run(peers, str(thread_id), body, request)
-    result = await final_values(peers, run)
-    return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
+    return await result_response(request, run, final_values(peers, run))
+
+
+def result_headers(thread_id: str, run_id: str) -> dict[str, str]:
+    # As LangGraph Platform: `Location` is where the same result can be awaited again.
+    return {
+        "Content-Location": f"/threads/{thread_id}/runs/{run_id}",
+        "Location": f"/threads/{thread_id}/runs/{run_id}/join",
+    }
+
+
+async def result_response(
+    request: Request, run: common_pb2.Run, result: Coroutine[Any, Any, Any]
+) -> Response:
+    """A run's result as JSON (an error is `{"__error__": …}`, status 200, as on
+    LangGraph Platform). Ready within one keep-alive interval, it is a plain
+    response (a failure keeps its own status); otherwise the body starts with a
+    newline every interval until the result follows."""
+    interval = request.app.state.settings.wait_keepalive_seconds
+    headers = result_headers(run.thread_id, run.run_id)
+    task = asyncio.ensure_future(result)
+    # Not cancelled if the client leaves: a stateless run's clean-up is part of it.
+    request.app.state.background.add(task)
+    task.add_done_callback(request.app.state.background.discard)
+    task.add_done_callback(settled)
+    await asyncio.wait({task}, timeout=interval)
+    if task.done():
+        return JSONResponse(task.result(), headers=headers)
+    return StreamingResponse(
+        kept_alive(task, interval), media_type="application/json", headers=headers
+    )
+
+
+async def kept_alive(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:
+    """Newlines (leading whitespace JSON parsers skip) until `task` is done, then its JSON."""
+    yield b"\n"  # one interval has passed already
+    while not task.done():
+        await asyncio.wait({task}, timeout=interval)
+        if not task.done():
+            yield b"\n"
+    yield codec.dumps(late_result(task))
+
+
+def late_result(task: asyncio.Future[Any]) -> Any:
+    """The result; a failure after the status went out is told in the body instead."""
+    try:
+        return task.result()
+    except HTTPException as failure:
+        return {"__error__": {"error": "HTTPException", "message": str(failure.detail)}}
+    except Exception as failure:
+        return {"__error__": {"error": type(failure).__name__, "message": str(failure)}}
+
+
+def settled(task: asyncio.Future[Any]) -> None:
+    """Marks a failure seen: one whose client left is not logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -191,7 +246,7 @@ async def list_runs(
             )
         )
     )
-    return [codec.run_to_dict(run) for run in reply.runs]
+    return [codec.run_to_dict(run) for run in reply.runs if not codec.rolling_back(run)]
 
 
 async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_pb2.Run:
@@ -205,7 +260,10 @@ async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_
 @router.get("/threads/{thread_id}/runs/{run_id}")
 async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
-    return codec.run_to_dict(await get_run_record(peers_of(request), thread_id, run_id))
+    run = await get_run_record(peers_of(request), thread_id, run_id)
+    if codec.rolling_back(run):
+        raise HTTPException(404, f"Run {run_id} not found on thread {thread_id}.")
+    return codec.run_to_dict(run)
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
@@ -227,13 +285,36 @@ async def join_stream(
     run_id: UUID,
     request: Request,
     last_event_id: str | None = Header(default=None),
+    stream_mode: list[str] = Query(default=[]),
 ) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
     from_seq, live_only = resume_point(last_event_id)
-    frames = await opened_sse_frames(peers.journal, run.run_id, from_seq, live_only)
+    modes = joined_modes(stream_mode)
+    frames = await opened_sse_frames(peers.journal, run.run_id, from_seq, live_only, modes)
     return run_stream(request, run, frames)
+
+
+def joined_modes(values: list[str]) -> set[str]:
+    """The modes a join asks for: `langgraph-sdk` repeats `stream_mode` once per mode,
+    and LangGraph Platform also reads one JSON array (`["values","custom"]`)."""
+    modes: set[str] = set()
+    for value in values:
+        parsed = json_list(value) if value.startswith("[") else None
+        if parsed is not None:
+            modes.update(str(mode) for mode in parsed)
+        elif value:
+            modes.add(value)  # not a JSON array: one mode's name, as the reference reads it
+    return modes
+
+
+def json_list(text: str) -> list[Any] | None:
+    try:
+        parsed = codec.loads(text)
+    except ValueError:  # orjson's decode error is one
+        return None
+    return parsed if isinstance(parsed, list) else None
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")
@@ -260,11 +341,11 @@ async def cancel_run(
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> JSONResponse:
+async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
-    return JSONResponse(await final_values(peers, run))
+    return await result_response(request, run, final_values(peers, run))
 
 
 @router.post("/runs/cancel", status_code=204)
@@ -350,16 +431,23 @@ async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
     in_background(request, drop_after_end(peers, run, body))
-    return run_stream(request, run, sse_frames(peers.journal, run.run_id))
+    frames = sse_frames(peers.journal, run.run_id)
+    if body.on_disconnect == "cancel":
+        frames = cancel_on_disconnect(peers, run, frames)
+    return run_stream(request, run, frames)
 
 
 @router.post("/runs/wait")
-async def wait_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
+async def wait_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
+    return await result_response(request, run, stateless_result(peers, run, body))
+
+
+async def stateless_result(peers: Peers, run: common_pb2.Run, body: RunCreate) -> Any:
     result = await final_values(peers, run)  # the run has ended
     await drop_temporary_thread(peers, run, body)
-    return JSONResponse(result, headers=run_headers(run.thread_id, run.run_id))
+    return result
 
 
 @router.post("/runs")

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
+from waybill.gateway.run_stopping import stop_active_runs
 from waybill.gateway.schemas import (
     ThreadCount,
     ThreadCreate,
@@ -115,10 +116,11 @@ async def delete_thread(thread_id: UUID, request: Request) -> Response:
 
 
 async def remove_thread(peers: Peers, thread_id: str) -> None:
-    """The thread record and its runs first (refused while a run is active), then
-    what hangs off them: the runs' events and receipts, the checkpoints and the
-    workspace."""
-    deleted = await call(
+    """Its active runs stopped (cancelled, as LangGraph Platform does), the thread
+    record and its runs, then what hangs off them: the runs' events and receipts,
+    the checkpoints and the workspace."""
+    await stop_active_runs(peers, thread_id)
+    deleted = await call(  # still refused (409) if a run started meanwhile
         peers.admission.DeleteThread(admission_pb2.DeleteThreadRequest(thread_id=thread_id))
     )
     await forget_runs(peers, list(deleted.run_ids), thread_id)

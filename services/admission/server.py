@@ -473,6 +473,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         connection = self.pool.connect(first.hello.runner_id, first.hello.slots)
         reader = asyncio.create_task(self._read_reports(request_iterator, connection))
         try:
+            await context.send_initial_metadata(())  # tells the runner it is connected (readiness)
             while True:
                 assignment = await connection.outbox.get()
                 if assignment is None:

@@ -178,6 +178,7 @@ class RunExecution:
         self.checkpointer: FencedCheckpointer | None = None  # the run's, once it is built
         self._snapshot: asyncio.Task[None] | None = None  # the workspace's before-snapshot
         self._graph_task: asyncio.Task[Outcome] | None = None
+        self.receipt: delivery_pb2.Receipt | None = None  # once written
 
     # ---- orders from outside -----------------------------------------------------
 
@@ -259,6 +260,25 @@ class RunExecution:
         self, status: common_pb2.RunStatus, error: BaseException | None
     ) -> None:
         """Admission ended the run already; its receipt still tells its webhooks."""
+        if await self._receipt_without_state(status, error):
+            await self._confirm_finished()
+
+    async def failure_receipt(self, error: BaseException) -> bool:
+        """The receipt of a run that failed before it had a graph (a factory that
+        raised): written before its terminal status, as every run's is, unless one
+        was written already. True when its webhooks wait for `confirm_finished`."""
+        if self.receipt is not None:
+            return False
+        return await self._receipt_without_state(common_pb2.RUN_STATUS_ERROR, error)
+
+    async def confirm_finished(self) -> None:
+        await self._confirm_finished()
+
+    async def _receipt_without_state(
+        self, status: common_pb2.RunStatus, error: BaseException | None
+    ) -> bool:
+        """A receipt with no final state; whether its webhooks are held (False when
+        it could not be written: the run ends either way)."""
         try:
             receipt = await self.peers.delivery.WriteReceipt(
                 delivery_pb2.WriteReceiptRequest(
@@ -276,11 +296,11 @@ class RunExecution:
                 ),
                 timeout=self.peers.rpc_timeout,
             )
-        except Exception as failure:  # the run has ended either way
-            log.warning("run %s: no receipt for the unstarted run (%s)", self.run.run_id, failure)
-            return
-        if receipt.webhooks_held:
-            await self._confirm_finished()
+        except Exception as failure:  # the run ends either way
+            log.warning("run %s: no receipt written (%s)", self.run.run_id, failure)
+            return False
+        self.receipt = receipt
+        return bool(receipt.webhooks_held)
 
     async def _execute_started(self) -> None:
         self.sink.emit(*metadata_event(self.run.run_id, self.run.attempt))
@@ -349,7 +369,7 @@ class RunExecution:
         # for go beside the step before them.
         self.fence.check("journal flush")
         snapshot, (start, started_from), _, _ = await asyncio.gather(
-            graph.aget_state(thread_config(self.run.thread_id)),
+            self._final_state(graph),
             self._state_started_from(graph),
             self.sink.flush(),
             self._snapshot_taken(),  # the receipt compares the workspace with it
@@ -459,10 +479,23 @@ class RunExecution:
             namespace, mode, data = parts
             yield encoder.encode(mode, namespace, data)
 
+    async def _final_state(self, graph: Pregel) -> StateSnapshot:
+        """The thread's state as the run left it; an empty one when it cannot be read
+        (an input the graph refused, e.g. a message of an unknown role, is stored as a
+        pending write that no read can apply), so the run still ends as a graph failure."""
+        config = thread_config(self.run.thread_id)
+        try:
+            return await graph.aget_state(config)
+        except StaleEpochError:
+            raise
+        except Exception as error:
+            log.info("run %s: its state cannot be read (%s)", self.run.run_id, error)
+            return StateSnapshot({}, (), config, None, None, None, (), ())
+
     async def _answer_dangling_tool_calls(self, graph: Pregel) -> None:
         """A cut-short tool call would poison the thread for every provider: answer it."""
         config = thread_config(self.run.thread_id)
-        snapshot = await graph.aget_state(config)
+        snapshot = await self._final_state(graph)
         values = snapshot.values if isinstance(snapshot.values, dict) else {}
         calls = unanswered_tool_calls(values.get("messages") or [])
         if not calls:
@@ -607,6 +640,7 @@ class RunExecution:
             ),
             timeout=self.peers.rpc_timeout,
         )
+        self.receipt = receipt
         return receipt
 
     def _record_the_end(self, outcome: Outcome, snapshot: StateSnapshot) -> None:

@@ -13,11 +13,12 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
-from waybill.common.errors import invalid, not_found
+from waybill.common.errors import invalid, not_found, refused
 from waybill.common.grpc_channels import open_channel
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
+from waybill.common.readiness import WorkHealth
 from waybill.common.settings import Settings, get_settings
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.execution import Peers, RunLimits
@@ -142,7 +143,12 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
             raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
         async with self._graph(request.graph_id, "threads.read", context) as graph:
-            snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
+            try:
+                snapshot = await graph.aget_state(config, subgraphs=request.subgraphs)
+            except ValueError as error:
+                # A stored input the graph refused (a message of an unknown role): the
+                # state cannot be built. LangGraph Platform answers 400 with the reason.
+                raise refused(str(error)) from error
         return runner_pb2.JsonReply(json=codec.dumps(snapshot_to_dict(snapshot)))
 
     @translate_errors
@@ -329,6 +335,7 @@ async def main() -> None:
         await long_term.start_ttl_sweeper()
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
+        work_health = WorkHealth()
         worker = Worker(
             graphs,
             connect_peers(settings),
@@ -341,6 +348,7 @@ async def main() -> None:
             ),
             renew_every=settings.renew_every,
             reconnect_seconds=settings.reconnect_seconds,
+            work_health=work_health,
         )
         work = asyncio.create_task(worker.run_forever(), name="work-stream")
         servicer = RunnerServicer(graphs, store)
@@ -356,6 +364,7 @@ async def main() -> None:
             lambda server: runner_pb2_grpc.add_RunnerServicer_to_server(servicer, server),
             on_stop=stop,
             grace_seconds=settings.shutdown_grace_seconds,
+            on_serving=work_health.attach,
         )
 
 

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from waybill.common.readiness import WorkHealth
 from waybill.common.tracing import run_span
 from waybill.services.runner.execution import Peers, RunExecution, RunLimits
 from waybill.services.runner.frames import error_event
@@ -45,6 +46,7 @@ class Worker:
         limits: RunLimits,
         renew_every: float,
         reconnect_seconds: float,
+        work_health: WorkHealth | None = None,
     ) -> None:
         self.graphs = graphs
         self.peers = peers
@@ -53,6 +55,7 @@ class Worker:
         self.limits = limits
         self.renew_every = renew_every
         self.reconnect_seconds = reconnect_seconds
+        self.work_health = work_health or WorkHealth()
         self.runner_id = new_runner_id()
         self.executions: dict[str, RunExecution] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -120,6 +123,14 @@ class Worker:
 
     async def _hold_work_stream(self) -> None:
         call = self.peers.admission.Work(self._requests())
+        await call.initial_metadata()  # admission sends it once it has taken our hello
+        self.work_health.set_connected(True)
+        try:
+            await self._follow(call)
+        finally:
+            self.work_health.set_connected(False)
+
+    async def _follow(self, call: AsyncIterator[admission_pb2.WorkAssignment]) -> None:
         async for assignment in call:
             kind = assignment.WhichOneof("kind")
             if kind == "run":
@@ -165,8 +176,10 @@ class Worker:
             await execution.sink.flush()
         except Exception:
             log.warning("run %s: the failure is not on its stream", execution.run.run_id)
+        # The receipt before the terminal status, as for a graph's failure.
+        held = await execution.failure_receipt(error)
         try:
-            await self.peers.admission.FinishRun(
+            finished = await self.peers.admission.FinishRun(
                 admission_pb2.RunFinished(
                     run_id=execution.run.run_id,
                     runner_id=self.runner_id,
@@ -176,6 +189,8 @@ class Worker:
                 ),
                 timeout=self.peers.rpc_timeout,
             )
+            if finished.accepted and held:
+                await execution.confirm_finished()
             await execution.sink.close()
         except Exception:
             log.exception("run %s: could not report the failure", execution.run.run_id)
