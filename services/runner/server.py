@@ -211,9 +211,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             _store_key(request),
             refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
         )
-        if item is None:
-            raise not_found(f"No item {request.key!r} in namespace {list(request.namespace)}.")
-        return runner_pb2.JsonReply(json=codec.dumps(_item_to_dict(item)))
+        # A missing item is an answer, not an error: LangGraph Platform returns `null`.
+        found = None if item is None else _item_to_dict(item)
+        return runner_pb2.JsonReply(json=codec.dumps(found))
 
     @translate_errors
     async def StoreDelete(self, request, context):  # type: ignore[no-untyped-def]
