@@ -68,6 +68,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("DELETE", f"{THREAD}"): "threads:delete",
     ("GET", f"{THREAD}/state"): "threads:read",
     ("GET", f"{THREAD}/state/{{checkpoint_id}}"): "threads:read",
+    ("POST", f"{THREAD}/state/checkpoint"): "threads:read",
+    ("POST", "/threads/prune"): "threads:delete",
     ("POST", f"{THREAD}/state"): "threads:write",
     ("POST", f"{THREAD}/history"): "threads:read",
     ("POST", f"{THREAD}/copy"): "threads:write",

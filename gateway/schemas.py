@@ -55,17 +55,41 @@ class ThreadSearch(ThreadCount):
     sort_order: Literal["asc", "desc"] | None = None
 
 
+class CheckpointConfig(Envelope):
+    """LangGraph Platform's `CheckpointConfig`: which checkpoint of which (sub)graph.
+    Its `thread_id` is ignored: the path names the thread."""
+
+    thread_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_id: str | None = None
+    # A subgraph checkpoint's parents, by namespace: ids, as LangGraph writes them.
+    checkpoint_map: dict[str, str] | None = None
+
+
 class ThreadHistory(Envelope):
     limit: int = Field(default=10, ge=1, le=1000)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    # Whose history: a subgraph's namespace (a state task's `checkpoint`); default the root.
+    checkpoint: CheckpointConfig | None = None
+
+
+class ThreadStateAtCheckpoint(Envelope):
+    checkpoint: CheckpointConfig
+    subgraphs: bool = False
 
 
 class ThreadStateUpdate(Envelope):
     values: dict[str, Any] | list[Any] | None = None
     as_node: str | None = None
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: CheckpointConfig | None = None
+
+
+class ThreadPrune(Envelope):
+    thread_ids: list[UUID] = Field(max_length=1000)
+    # LangGraph's other strategy, keep_latest, keeps the thread and its last checkpoint.
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 MAX_START_DELAY_SECONDS = 365 * 24 * 3600  # as admission's policy

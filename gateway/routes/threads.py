@@ -11,11 +11,14 @@ from waybill.common import codec
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.schemas import (
+    CheckpointConfig,
     ThreadCount,
     ThreadCreate,
     ThreadHistory,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
+    ThreadStateAtCheckpoint,
     ThreadStateUpdate,
 )
 from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
@@ -82,6 +85,30 @@ async def count_threads(body: ThreadCount, request: Request) -> int:
     return reply.count
 
 
+@router.post("/threads/prune")
+async def prune_threads(body: ThreadPrune, request: Request) -> dict[str, int]:
+    """LangGraph's bulk delete: each thread as `DELETE /threads/{id}` would delete it;
+    one that is missing, not the caller's or running is skipped, not an error."""
+    thread_ids = [str(thread_id) for thread_id in body.thread_ids]
+    await authorize(request, "threads", "delete", {"thread_ids": thread_ids})
+    if body.strategy == "keep_latest":
+        raise HTTPException(422, "keep_latest strategy is not supported by Waybill.")
+    pruned = 0
+    for thread_id in thread_ids:
+        pruned += await _pruned(peers_of(request), thread_id)
+    return {"pruned_count": pruned}
+
+
+async def _pruned(peers: Peers, thread_id: str) -> int:
+    try:
+        await remove_thread(peers, thread_id)
+    except HTTPException as refused:
+        if refused.status_code in (404, 409):  # not there (or not yours), or busy
+            return 0
+        raise
+    return 1
+
+
 @router.get("/threads/{thread_id}")
 async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
@@ -145,20 +172,34 @@ async def _graph_of(peers: Peers, thread_id: UUID) -> str:
     return str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
 
 
+def _checkpoint_fields(
+    checkpoint: CheckpointConfig | None, checkpoint_id: str | None = None
+) -> dict[str, Any]:
+    """The runner request's fields for a checkpoint given as LangGraph's config (its
+    `checkpoint_id` wins over the deprecated separate one, as on the platform)."""
+    checkpoint = checkpoint or CheckpointConfig()
+    return {
+        "checkpoint_id": checkpoint.checkpoint_id or checkpoint_id or "",
+        "checkpoint_ns": checkpoint.checkpoint_ns or "",
+        "checkpoint_map": checkpoint.checkpoint_map or {},
+    }
+
+
 async def _state(
-    request: Request, thread_id: UUID, checkpoint_id: str = "", subgraphs: bool = False
+    request: Request,
+    thread_id: UUID,
+    checkpoint: CheckpointConfig | None = None,
+    subgraphs: bool = False,
 ) -> Response:
     peers = peers_of(request)
     graph_id = await _graph_of(peers, thread_id)
-    if checkpoint_id and not graph_id:
-        raise HTTPException(404, f"Checkpoint {checkpoint_id} not found on this thread.")
+    fields = _checkpoint_fields(checkpoint)
+    if fields["checkpoint_id"] and not graph_id:
+        raise HTTPException(404, f"Checkpoint {fields['checkpoint_id']} not found on this thread.")
     reply = await call(
         peers.runner.GetThreadState(
             runner_pb2.GetThreadStateRequest(
-                thread_id=str(thread_id),
-                graph_id=graph_id,
-                subgraphs=subgraphs,
-                checkpoint_id=checkpoint_id,
+                thread_id=str(thread_id), graph_id=graph_id, subgraphs=subgraphs, **fields
             )
         )
     )
@@ -176,7 +217,17 @@ async def get_thread_state_at(
     thread_id: UUID, checkpoint_id: str, request: Request, subgraphs: bool = False
 ) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
-    return await _state(request, thread_id, checkpoint_id, subgraphs)
+    checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
+    return await _state(request, thread_id, checkpoint, subgraphs)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint")
+async def get_thread_state_at_checkpoint(
+    thread_id: UUID, body: ThreadStateAtCheckpoint, request: Request
+) -> Response:
+    """The SDK's `get_state(thread_id, checkpoint={...})`: a (sub)graph's checkpoint."""
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
+    return await _state(request, thread_id, body.checkpoint, body.subgraphs)
 
 
 @router.post("/threads/{thread_id}/state")
@@ -192,8 +243,7 @@ async def update_thread_state(
         raise HTTPException(409, f"Thread {thread_id} has a run in progress; update it afterwards.")
     graph_id = str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
     if not graph_id:
-        raise HTTPException(409, f"Thread {thread_id} has no graph yet: run it once first.")
-    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id") or ""
+        raise HTTPException(400, _no_graph_yet(thread_id))
     reply = await call(
         peers.runner.UpdateThreadState(
             runner_pb2.UpdateThreadStateRequest(
@@ -201,11 +251,21 @@ async def update_thread_state(
                 graph_id=graph_id,
                 values_json=codec.dumps(body.values),
                 as_node=body.as_node or "",
-                checkpoint_id=checkpoint_id,
+                **_checkpoint_fields(body.checkpoint, body.checkpoint_id),
             )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def _no_graph_yet(thread_id: UUID) -> str:
+    """LangGraph Platform's words for a thread no run has given a graph."""
+    return (
+        f"Thread '{thread_id}' has no assigned graph ID. This usually occurs when no runs "
+        "have been made on this particular thread. This operation requires a graph ID. "
+        "Please ensure a run has been made for the thread or manually update the thread "
+        "metadata (by setting the 'graph_id' field) before running this operation."
+    )
 
 
 @router.post("/threads/{thread_id}/copy")
@@ -250,6 +310,7 @@ async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Requ
                 limit=body.limit,
                 filter_json=codec.dumps(body.metadata) if body.metadata else b"",
                 before=before or "",
+                **_checkpoint_fields(body.checkpoint),
             )
         )
     )

@@ -31,7 +31,7 @@ from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
 from waybill.services.runner.schema import check as check_schema
-from waybill.services.runner.state import EMPTY_STATE, snapshot_to_dict
+from waybill.services.runner.state import EMPTY_STATE, snapshot_to_dict, update_reply
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
 from waybill.services.runner.worker import Worker
@@ -51,6 +51,16 @@ def _thread_config(thread_id: str, checkpoint_id: str = "") -> dict[str, Any]:
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
     return {"configurable": configurable}
+
+
+def _checkpoint_config(request: Any) -> dict[str, Any]:
+    """The thread's config at the request's checkpoint: the namespace is always set
+    (LangGraph's writers need it), a subgraph's map of parent checkpoints when given."""
+    config = _thread_config(request.thread_id, request.checkpoint_id)
+    config["configurable"]["checkpoint_ns"] = request.checkpoint_ns
+    if request.checkpoint_map:
+        config["configurable"]["checkpoint_map"] = dict(request.checkpoint_map)
+    return config
 
 
 def _store_key(item: runner_pb2.StoreKey) -> str:
@@ -136,7 +146,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def GetThreadState(self, request, context):  # type: ignore[no-untyped-def]
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
-        config = _thread_config(request.thread_id, request.checkpoint_id)
+        config = _checkpoint_config(request)
         if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
             raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
         async with self._graph(request.graph_id, "threads.read", context) as graph:
@@ -145,7 +155,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def UpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        config = _thread_config(request.thread_id, request.checkpoint_id)
+        config = _checkpoint_config(request)
         try:
             async with self._graph(request.graph_id, "threads.update", context) as graph:
                 written = await graph.aupdate_state(
@@ -153,18 +163,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 )
         except (InvalidUpdateError, ValueError) as error:
             raise invalid(f"cannot update the state: {error}") from error
-        checkpoint = written.get("configurable") or {}
-        return runner_pb2.JsonReply(
-            json=codec.dumps(
-                {
-                    "checkpoint": {
-                        "thread_id": checkpoint.get("thread_id"),
-                        "checkpoint_ns": checkpoint.get("checkpoint_ns", ""),
-                        "checkpoint_id": checkpoint.get("checkpoint_id"),
-                    }
-                }
-            )
-        )
+        return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 
     @translate_errors
     async def DeleteThreadState(self, request, context):  # type: ignore[no-untyped-def]
@@ -254,7 +253,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             states = [
                 snapshot_to_dict(snapshot)
                 async for snapshot in graph.aget_state_history(
-                    {"configurable": {"thread_id": request.thread_id}},
+                    _checkpoint_config(request),
                     filter=codec.loads(request.filter_json, None),
                     before={"configurable": {"checkpoint_id": before}} if before else None,
                     limit=request.limit or 10,

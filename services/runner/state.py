@@ -8,12 +8,35 @@ from langgraph.types import StateSnapshot
 
 
 def _checkpoint(config: Any) -> dict[str, Any] | None:
-    if not config:
+    """A checkpoint's reference as LangGraph Platform writes it; a subgraph's carries
+    the map of its parents' checkpoints, which reading it again needs."""
+    configurable = (config or {}).get("configurable") or {}
+    if not configurable.get("thread_id") or not configurable.get("checkpoint_id"):
         return None
-    configurable = config.get("configurable") or {}
+    checkpoint = {
+        "checkpoint_id": configurable["checkpoint_id"],
+        "thread_id": configurable["thread_id"],
+        "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+    }
+    if "checkpoint_map" in configurable:
+        checkpoint["checkpoint_map"] = configurable["checkpoint_map"]
+    return checkpoint
+
+
+def _task_checkpoint(state: Any) -> dict[str, Any] | None:
+    """Where a subgraph task's own state lives, when it is not read inline
+    (`subgraphs=false`): LangGraph gives its config, the platform its configurable."""
+    if state is None or isinstance(state, StateSnapshot):
+        return None
+    return dict(state.get("configurable") or {})
+
+
+def update_reply(written: Any) -> dict[str, Any]:
+    """`update_state`'s answer: the new checkpoint, and the deprecated fields beside it."""
+    configurable = dict((written or {}).get("configurable") or {})
     return {
-        "thread_id": configurable.get("thread_id"),
-        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint": configurable,
+        "configurable": configurable,
         "checkpoint_id": configurable.get("checkpoint_id"),
     }
 
@@ -29,7 +52,7 @@ def snapshot_to_dict(snapshot: StateSnapshot) -> dict[str, Any]:
             "interrupts": [
                 {"value": i.value, "id": getattr(i, "id", None)} for i in task.interrupts
             ],
-            "checkpoint": None,
+            "checkpoint": _task_checkpoint(task.state),
             "state": snapshot_to_dict(task.state)
             if isinstance(task.state, StateSnapshot)
             else None,
@@ -44,7 +67,7 @@ def snapshot_to_dict(snapshot: StateSnapshot) -> dict[str, Any]:
         "metadata": snapshot.metadata or {},
         "created_at": snapshot.created_at,
         "checkpoint": checkpoint,
-        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "checkpoint_id": (snapshot.config or {}).get("configurable", {}).get("checkpoint_id"),
         "parent_checkpoint": _checkpoint(snapshot.parent_config),
         "parent_checkpoint_id": (
             (snapshot.parent_config or {}).get("configurable", {}).get("checkpoint_id")

@@ -147,7 +147,8 @@ class RunnerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StoreGet(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The item as JSON, or JSON `null` when the namespace holds no such key.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -1,0 +1,211 @@
+"""What the SDK's thread, state and store methods get, compared with LangGraph Platform
+(langgraph-api 0.16.7, measured with the same requests): missing store items,
+unknown assistants, state at a checkpoint (a subgraph's too), history shapes,
+and prune."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+STATE_KEYS = {
+    "values",
+    "next",
+    "tasks",
+    "metadata",
+    "created_at",
+    "checkpoint",
+    "parent_checkpoint",
+    "interrupts",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+}
+TASK_KEYS = {"id", "name", "path", "error", "interrupts", "checkpoint", "state", "result"}
+
+
+async def nested_thread(client: LangGraphClient) -> tuple[str, list[dict[str, Any]]]:
+    """A thread that ran `nested` (a `writer` subgraph, then `review`), and its history."""
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "nested", input={"notes": []})
+    return thread_id, await client.threads.get_history(thread_id, limit=10)
+
+
+def before_writer(history: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(state for state in history if state["next"] == ["writer"])
+
+
+# ---- the store -------------------------------------------------------------------------
+
+
+async def test_a_missing_store_item_is_none(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    namespace = ["parity", uuid.uuid4().hex]
+    assert await client.store.get_item(namespace, key="nothing") is None
+    raw = await http.get("/store/items", params={"namespace": ".".join(namespace), "key": "x"})
+    assert (raw.status_code, raw.text) == (200, "null")
+
+
+# ---- runs name their assistant -----------------------------------------------------------
+
+
+async def test_a_run_for_a_uuid_naming_no_assistant_is_404(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    nobody = str(uuid.uuid4())
+    with pytest.raises(NotFoundError):
+        await client.runs.create(thread_id, nobody)
+    with pytest.raises(httpx.HTTPStatusError) as waited:  # `wait` raises httpx's own
+        await client.runs.wait(None, nobody)
+    assert waited.value.response.status_code == 404
+    for path in (f"/threads/{thread_id}/runs/wait", "/runs/stream", "/runs"):
+        reply = await http.post(path, json={"assistant_id": nobody})
+        assert reply.status_code == 404, (path, reply.text)
+        assert nobody in reply.json()["detail"]
+    # A name that is no graph is malformed, not missing: 422, as on the platform.
+    with pytest.raises(UnprocessableEntityError):
+        await client.runs.create(thread_id, "no_such_graph")
+    assert await client.runs.list(thread_id) == []
+
+
+# ---- state at a checkpoint -----------------------------------------------------------------
+
+
+async def test_get_state_with_a_checkpoint_reads_that_checkpoint(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    thread_id, history = await nested_thread(client)
+    then = before_writer(history)
+    at = await client.threads.get_state(thread_id, checkpoint=then["checkpoint"])
+    assert at == then
+    by_id = await client.threads.get_state(thread_id, checkpoint_id=then["checkpoint_id"])
+    assert by_id == then
+
+    missing = {"checkpoint_id": str(uuid.uuid4())}
+    with pytest.raises(NotFoundError):
+        await client.threads.get_state(thread_id, checkpoint=missing)
+    path = f"/threads/{thread_id}/state/checkpoint"
+    assert (await http.post(path, json={})).status_code == 422
+    bad_map = {"checkpoint": {"checkpoint_map": {"": 1}}}
+    assert (await http.post(path, json=bad_map)).status_code == 422
+
+
+async def test_a_subgraph_s_state_and_history_by_its_checkpoint(client: LangGraphClient) -> None:
+    """What Studio reads: a task's `checkpoint` names its subgraph, whose own states
+    carry their namespace and their parents' checkpoints (`checkpoint_map`)."""
+    thread_id, history = await nested_thread(client)
+    writer_task = before_writer(history)["tasks"][0]
+    assert set(writer_task) == TASK_KEYS
+    assert writer_task["state"] is None
+    namespace = f"writer:{writer_task['id']}"
+    assert writer_task["checkpoint"] == {"thread_id": thread_id, "checkpoint_ns": namespace}
+
+    inner = await client.threads.get_history(thread_id, checkpoint=writer_task["checkpoint"])
+    assert [state["next"] for state in inner] == [[], ["draft"], ["__start__"]]
+    assert inner[0]["values"] == {"notes": ["drafted"]}
+    for state in inner:
+        assert state["checkpoint"]["checkpoint_ns"] == namespace
+        parents = state["checkpoint"]["checkpoint_map"]
+        assert parents[namespace] == state["checkpoint_id"]
+        assert set(parents) == {"", namespace}
+    assert inner[-1]["parent_checkpoint"] is None
+
+    latest = await client.threads.get_state(thread_id, checkpoint=writer_task["checkpoint"])
+    assert latest["checkpoint"] == inner[0]["checkpoint"]
+    assert latest["values"] == {"notes": ["drafted"]}
+
+    # With subgraphs, the task's state comes inline and its `checkpoint` is null.
+    nested = await client.threads.get_state(
+        thread_id, checkpoint=before_writer(history)["checkpoint"], subgraphs=True
+    )
+    task = nested["tasks"][0]
+    assert task["checkpoint"] is None
+    assert task["state"]["checkpoint"] == inner[0]["checkpoint"]
+
+
+async def test_history_shapes_limit_and_before(client: LangGraphClient) -> None:
+    thread_id, history = await nested_thread(client)
+    assert [state["next"] for state in history] == [[], ["review"], ["writer"], ["__start__"]]
+    for state in history:
+        assert set(state) == STATE_KEYS
+        assert set(state["checkpoint"]) == {"checkpoint_id", "thread_id", "checkpoint_ns"}
+        assert state["checkpoint"]["checkpoint_ns"] == ""
+        assert state["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    assert history[0]["parent_checkpoint"] == history[1]["checkpoint"]
+    assert history[-1]["parent_checkpoint"] is None
+    assert history[-1]["parent_checkpoint_id"] is None
+
+    two = await client.threads.get_history(thread_id, limit=2)
+    assert two == history[:2]
+    older = await client.threads.get_history(
+        thread_id, limit=2, before={"configurable": history[0]["checkpoint"]}
+    )
+    assert older == history[1:3]
+
+
+# ---- update_state --------------------------------------------------------------------------
+
+
+async def test_update_state_on_a_checkpoint_forks_from_it(client: LangGraphClient) -> None:
+    thread_id, history = await nested_thread(client)
+    then = before_writer(history)
+    written = await client.threads.update_state(
+        thread_id, {"notes": ["forked"]}, checkpoint=then["checkpoint"]
+    )
+    assert set(written) == {"checkpoint", "configurable", "checkpoint_id"}
+    assert written["checkpoint"] == written["configurable"]
+    assert written["checkpoint"]["checkpoint_ns"] == ""
+    assert written["checkpoint"]["thread_id"] == thread_id
+
+    state = await client.threads.get_state(thread_id)
+    assert state["checkpoint_id"] == written["checkpoint_id"]
+    assert state["parent_checkpoint_id"] == then["checkpoint_id"]  # on top of that one
+    assert (state["values"], state["next"]) == ({"notes": ["forked"]}, ["writer"])
+
+    first = history[-1]
+    await client.threads.update_state(
+        thread_id, {"notes": ["from the start"]}, checkpoint_id=first["checkpoint_id"]
+    )
+    state = await client.threads.get_state(thread_id)
+    assert state["parent_checkpoint_id"] == first["checkpoint_id"]
+    assert state["values"] == {"notes": ["from the start"]}
+
+
+async def test_update_state_of_a_thread_without_a_graph_is_400(client: LangGraphClient) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.threads.update_state(thread_id, {"notes": ["x"]})
+    assert refused.value.response.status_code == 400
+    assert "has no assigned graph ID" in refused.value.response.json()["detail"]
+
+
+# ---- prune -------------------------------------------------------------------------------
+
+
+async def test_prune_deletes_the_threads_it_can(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    ran, _ = await nested_thread(client)
+    empty = (await client.threads.create())["thread_id"]
+    unknown = str(uuid.uuid4())
+    assert await client.threads.prune([ran, empty, unknown]) == {"pruned_count": 2}
+    for thread_id in (ran, empty):
+        with pytest.raises(NotFoundError):
+            await client.threads.get(thread_id)
+    assert await client.threads.prune([]) == {"pruned_count": 0}
+
+    kept = (await client.threads.create())["thread_id"]
+    for body in (
+        {"thread_ids": ["not-a-uuid"]},
+        {"thread_ids": [kept], "strategy": "everything"},
+        {"thread_ids": [kept], "strategy": "keep_latest"},
+        {},
+    ):
+        assert (await http.post("/threads/prune", json=body)).status_code == 422, body
+    assert (await client.threads.get(kept))["thread_id"] == kept
