@@ -164,6 +164,8 @@ async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
         ("DELETE", t, None),
         ("GET", f"{t}/state", None),
         ("GET", f"{t}/state/{checkpoint_id}", None),
+        ("POST", f"{t}/state/checkpoint", {"checkpoint": {"checkpoint_id": checkpoint_id}}),
+        ("GET", f"{t}/stream", None),
         ("POST", f"{t}/state", {"values": {"question": "edited"}}),
         ("POST", f"{t}/history", {"limit": 5}),
         ("POST", f"{t}/copy", None),
@@ -195,6 +197,8 @@ async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
     assert (await bob.post("/runs/batch", json=batch)).status_code == 404
     by_ids = {"thread_id": thread_id, "run_ids": [run_id]}
     assert (await bob.post("/runs/cancel", json=by_ids)).status_code == 404
+    pruned = await bob.post("/threads/prune", json={"thread_ids": [thread_id]})
+    assert pruned.json() == {"pruned_count": 0}  # not bob's: skipped, as a missing one
     # Nothing of alice's changed, and bob's searches do not show it.
     thread = (await alice.get(t)).json()
     assert "stolen" not in thread["metadata"]

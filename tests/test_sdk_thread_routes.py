@@ -1,17 +1,20 @@
 """What the SDK's thread, state and store methods get, compared with LangGraph Platform
 (langgraph-api 0.16.7, measured with the same requests): missing store items,
 unknown assistants, state at a checkpoint (a subgraph's too), history shapes,
-and prune."""
+prune, and the thread's own stream (`threads.join_stream`)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+from langgraph_sdk.schema import StreamPart
 
 STATE_KEYS = {
     "values",
@@ -209,3 +212,103 @@ async def test_prune_deletes_the_threads_it_can(
     ):
         assert (await http.post("/threads/prune", json=body)).status_code == 422, body
     assert (await client.threads.get(kept))["thread_id"] == kept
+
+
+# ---- the thread's stream -------------------------------------------------------------------
+
+
+async def collected(parts: AsyncIterator[StreamPart], into: list[StreamPart]) -> None:
+    async for part in parts:
+        into.append(part)
+
+
+async def until(condition: Any, seconds: float = 20.0) -> None:
+    for _ in range(int(seconds * 20)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the stream never sent what was awaited")
+
+
+def is_run_done(part: StreamPart) -> bool:
+    return part.event == "metadata" and part.data.get("status") == "run_done"
+
+
+async def test_join_stream_follows_each_run_of_the_thread(client: LangGraphClient) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    seen: list[StreamPart] = []
+    following = asyncio.create_task(collected(await client.threads.join_stream(thread_id), seen))
+    try:
+        await asyncio.sleep(1.0)  # the stream is open and quiet: no run yet
+        assert seen == []
+        first = await client.runs.create(thread_id, "nested", input={"notes": []})
+        await until(lambda: any(is_run_done(part) for part in seen))
+        second = await client.runs.create(thread_id, "nested", input={"notes": []})
+        await until(lambda: sum(is_run_done(part) for part in seen) == 2)
+    finally:
+        following.cancel()
+
+    runs = [first["run_id"], second["run_id"]]
+    starts = [part.data["run_id"] for part in seen if "attempt" in part.data]
+    assert starts == runs
+    assert [part.data["run_id"] for part in seen if is_run_done(part)] == runs
+    values = [part.data for part in seen if part.event == "values"]
+    assert values[-1] == {"notes": ["drafted", "reviewed"]}
+    # Each event has an id to resume from; they grow within a run.
+    ids = [part.id for part in seen]
+    assert all(ids) and len(set(ids)) == len(ids)
+
+    # Resuming after the first run's end replays the second run whole.
+    first_done = next(part for part in seen if is_run_done(part))
+    resumed: list[StreamPart] = []
+    stream = await client.threads.join_stream(thread_id, last_event_id=first_done.id)
+    replaying = asyncio.create_task(collected(stream, resumed))
+    try:
+        await until(lambda: any(is_run_done(part) for part in resumed))
+    finally:
+        replaying.cancel()
+    second_part = seen[seen.index(first_done) + 1 :]
+    assert [(p.event, p.data, p.id) for p in resumed] == [
+        (p.event, p.data, p.id) for p in second_part
+    ]
+
+
+async def test_join_stream_modes_lifecycle_and_state_update(client: LangGraphClient) -> None:
+    thread_id, _ = await nested_thread(client)
+    lifecycle: list[StreamPart] = []
+    updates: list[StreamPart] = []
+    tasks = [
+        asyncio.create_task(
+            collected(await client.threads.join_stream(thread_id, stream_mode=mode), into)
+        )
+        for mode, into in (("lifecycle", lifecycle), ("state_update", updates))
+    ]
+    try:
+        await asyncio.sleep(1.0)
+        run = await client.runs.create(thread_id, "nested", input={"notes": []})
+        await until(lambda: any(is_run_done(part) for part in lifecycle))
+        await client.threads.update_state(thread_id, {"notes": ["by hand"]})
+        await until(lambda: len(updates) == 1)
+    finally:
+        for task in tasks:
+            task.cancel()
+    assert [part.event for part in lifecycle] == ["metadata", "metadata"]
+    assert lifecycle[0].data == {"run_id": run["run_id"], "attempt": 1}
+    assert lifecycle[1].data == {"status": "run_done", "run_id": run["run_id"]}
+    assert updates[0].event == "state_update"
+    assert updates[0].data["thread_id"] == thread_id
+    assert updates[0].data["state"]["values"] == {"notes": ["by hand"]}
+    assert set(updates[0].data["state"]) == STATE_KEYS
+
+
+async def test_join_stream_refuses_what_it_cannot_follow(http: httpx.AsyncClient) -> None:
+    missing = await http.get(f"/threads/{uuid.uuid4()}/stream")
+    assert missing.status_code == 404
+    thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+    bad_mode = await http.get(f"/threads/{thread_id}/stream", params={"stream_mode": "all"})
+    assert (bad_mode.status_code, bad_mode.json()) == (
+        422,
+        {"detail": "Invalid stream mode: all"},
+    )
+    bad_id = await http.get(f"/threads/{thread_id}/stream", headers={"Last-Event-ID": "x"})
+    assert bad_id.status_code == 422

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
@@ -21,6 +21,8 @@ from waybill.gateway.schemas import (
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
 )
+from waybill.gateway.streams import sse_response
+from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
 from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
 
 router = APIRouter(tags=["threads"])
@@ -315,6 +317,35 @@ async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Requ
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+@router.get("/threads/{thread_id}/stream")
+async def join_thread_stream(
+    thread_id: UUID,
+    request: Request,
+    last_event_id: str | None = Header(default=None),
+) -> Response:
+    """The SDK's `threads.join_stream`: every run of the thread as it goes, for as long
+    as the client stays (see thread_streams.py). LangGraph Platform reads the modes
+    from `stream_modes`; the SDKs send `stream_mode`: both are heard."""
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
+    raw_modes = request.query_params.getlist("stream_modes") or request.query_params.getlist(
+        "stream_mode"
+    )
+    try:
+        modes = parse_modes(raw_modes)
+        resume = parse_last_event_id(last_event_id)
+    except ValueError as error:
+        raise HTTPException(422, str(error)) from None
+    peers = peers_of(request)
+    await call(peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id))))
+    settings = request.app.state.settings
+    return sse_response(
+        thread_stream(peers.admission, peers.journal, str(thread_id), modes, resume),
+        {},
+        settings.sse_heartbeat_seconds,
+        settings.stream_drain_seconds,
+    )
 
 
 def _search_value(body: ThreadSearch | ThreadCount) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from waybill.services.runner.worker import Worker
 from waybill.v1 import (
     admission_pb2_grpc,
     delivery_pb2_grpc,
+    journal_pb2,
     journal_pb2_grpc,
     runner_pb2,
     runner_pb2_grpc,
@@ -117,9 +118,12 @@ def _schemas_of(graph: Any) -> dict[str, Any]:
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
-    def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
+    def __init__(
+        self, graphs: GraphRegistry, store: RunnerStore, journal: journal_pb2_grpc.JournalStub
+    ) -> None:
         self.graphs = graphs
         self.store = store
+        self.journal = journal  # where a thread's state updates are told (its own log)
         # LangGraph's stores (and SimilarityStore) keep `index_config` when store.index is set.
         self.semantic = getattr(graphs.store, "index_config", None) is not None
 
@@ -161,9 +165,24 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 written = await graph.aupdate_state(
                     config, codec.loads(request.values_json, None), as_node=request.as_node or None
                 )
+                state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
             raise invalid(f"cannot update the state: {error}") from error
+        await self._tell_state_update(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
+
+    async def _tell_state_update(self, thread_id: str, state: dict[str, Any]) -> None:
+        """The thread's streams hear of the update (`state_update`, as LangGraph Platform
+        sends it). The update is written already: a journal away costs only the event."""
+        event = journal_pb2.RunEvent(
+            event="state_update", data=codec.dumps({"state": state, "thread_id": thread_id})
+        )
+        try:
+            await self.journal.Append(
+                journal_pb2.AppendRequest(run_id=codec.thread_log_id(thread_id), events=[event])
+            )
+        except grpc.aio.AioRpcError as error:
+            log.warning("thread %s: state update not told to its streams: %s", thread_id, error)
 
     @translate_errors
     async def DeleteThreadState(self, request, context):  # type: ignore[no-untyped-def]
@@ -172,6 +191,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
         await self.graphs.checkpointer.adelete_thread(request.thread_id)
         await asyncio.to_thread(remove_workspace, request.thread_id)
+        # The thread's own log (its state updates) goes with its state.
+        thread_log = codec.thread_log_id(request.thread_id)
+        await self.journal.Forget(journal_pb2.ForgetRequest(run_ids=[thread_log]))
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
@@ -341,7 +363,7 @@ async def main() -> None:
             reconnect_seconds=settings.reconnect_seconds,
         )
         work = asyncio.create_task(worker.run_forever(), name="work-stream")
-        servicer = RunnerServicer(graphs, store)
+        servicer = RunnerServicer(graphs, store, worker.peers.journal)
 
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)
