@@ -73,6 +73,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/threads/prune"): "threads:delete",
     ("POST", f"{THREAD}/state"): "threads:write",
     ("POST", f"{THREAD}/history"): "threads:read",
+    ("GET", f"{THREAD}/history"): "threads:read",
     ("POST", f"{THREAD}/copy"): "threads:write",
     ("POST", f"{THREAD}/runs"): "runs:create",
     ("POST", f"{THREAD}/runs/stream"): "runs:create",

@@ -67,7 +67,7 @@ class CheckpointConfig(Envelope):
 
 
 class ThreadHistory(Envelope):
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(default=1, ge=1, le=1000)  # the platform's default (the SDK sends 10)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     # Whose history: a subgraph's namespace (a state task's `checkpoint`); default the root.

@@ -152,6 +152,20 @@ async def test_history_shapes_limit_and_before(client: LangGraphClient) -> None:
     assert older == history[1:3]
 
 
+async def test_history_by_get_and_its_default_limit(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    """The platform serves history by GET too, and both forms return 1 state unless told."""
+    thread_id, history = await nested_thread(client)
+    path = f"/threads/{thread_id}/history"
+    assert (await http.post(path, json={})).json() == history[:1]
+    assert (await http.get(path)).json() == history[:1]
+    three = await http.get(path, params={"limit": 3, "before": history[0]["checkpoint_id"]})
+    assert three.json() == history[1:4]
+    for bad in ({"limit": "x"}, {"limit": 0}):
+        assert (await http.get(path, params=bad)).status_code == 422
+
+
 # ---- update_state --------------------------------------------------------------------------
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
@@ -299,6 +299,22 @@ async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
 @router.post("/threads/{thread_id}/history")
 async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Request) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
+    return await _history(request, thread_id, body)
+
+
+@router.get("/threads/{thread_id}/history")
+async def list_thread_history(
+    thread_id: UUID,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1,
+    before: str | None = None,
+) -> Response:
+    """The platform's older form: `limit` and a `before` checkpoint id in the query."""
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
+    return await _history(request, thread_id, ThreadHistory(limit=limit, before=before))
+
+
+async def _history(request: Request, thread_id: UUID, body: ThreadHistory) -> Response:
     peers = peers_of(request)
     graph_id = await _graph_of(peers, thread_id)
     before = body.before
