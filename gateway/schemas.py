@@ -88,7 +88,7 @@ class ThreadStateUpdate(Envelope):
 
 class ThreadPrune(Envelope):
     thread_ids: list[UUID] = Field(max_length=1000)
-    # LangGraph's other strategy, keep_latest, keeps the thread and its last checkpoint.
+    # keep_latest keeps the thread and the newest checkpoint of each of its namespaces.
     strategy: Literal["delete", "keep_latest"] = "delete"
 
 

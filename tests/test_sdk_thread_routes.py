@@ -221,11 +221,31 @@ async def test_prune_deletes_the_threads_it_can(
     for body in (
         {"thread_ids": ["not-a-uuid"]},
         {"thread_ids": [kept], "strategy": "everything"},
-        {"thread_ids": [kept], "strategy": "keep_latest"},
         {},
     ):
         assert (await http.post("/threads/prune", json=body)).status_code == 422, body
     assert (await client.threads.get(kept))["thread_id"] == kept
+
+
+async def test_prune_keep_latest_keeps_the_thread_and_its_newest_checkpoints(
+    client: LangGraphClient,
+) -> None:
+    thread_id, _ = await nested_thread(client)
+    await client.runs.wait(thread_id, "nested", input={"notes": ["again"]})
+    before = await client.threads.get_state(thread_id)
+    writer = next(
+        state
+        for state in await client.threads.get_history(thread_id, limit=20)
+        if state["next"] == ["writer"]
+    )["tasks"][0]["checkpoint"]
+
+    assert await client.threads.prune([thread_id], strategy="keep_latest") == {"pruned_count": 1}
+    assert await client.threads.get_history(thread_id, limit=20) == [before]
+    assert await client.threads.get_state(thread_id) == before  # every value still readable
+    assert len(await client.threads.get_history(thread_id, checkpoint=writer, limit=20)) == 1
+    # and the thread goes on from there
+    after = await client.runs.wait(thread_id, "nested", input={"notes": ["more"]})
+    assert after == {"notes": ["more", "drafted", "reviewed"]}
 
 
 # ---- the thread's stream -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -89,26 +90,39 @@ async def count_threads(body: ThreadCount, request: Request) -> int:
 
 @router.post("/threads/prune")
 async def prune_threads(body: ThreadPrune, request: Request) -> dict[str, int]:
-    """LangGraph's bulk delete: each thread as `DELETE /threads/{id}` would delete it;
-    one that is missing, not the caller's or running is skipped, not an error."""
+    """LangGraph's bulk prune: `delete` deletes each thread as `DELETE /threads/{id}`
+    would; `keep_latest` keeps the thread and its newest checkpoints. A thread that
+    is missing, not the caller's or running is skipped, not an error."""
     thread_ids = [str(thread_id) for thread_id in body.thread_ids]
     await authorize(request, "threads", "delete", {"thread_ids": thread_ids})
-    if body.strategy == "keep_latest":
-        raise HTTPException(422, "keep_latest strategy is not supported by Waybill.")
+    prune = remove_thread if body.strategy == "delete" else _keep_latest
     pruned = 0
     for thread_id in thread_ids:
-        pruned += await _pruned(peers_of(request), thread_id)
+        pruned += await _pruned(prune, peers_of(request), thread_id)
     return {"pruned_count": pruned}
 
 
-async def _pruned(peers: Peers, thread_id: str) -> int:
+async def _pruned(
+    prune: Callable[[Peers, str], Awaitable[None]], peers: Peers, thread_id: str
+) -> int:
     try:
-        await remove_thread(peers, thread_id)
+        await prune(peers, thread_id)
     except HTTPException as refused:
         if refused.status_code in (404, 409):  # not there (or not yours), or busy
             return 0
         raise
     return 1
+
+
+async def _keep_latest(peers: Peers, thread_id: str) -> None:
+    thread = await call(
+        peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=thread_id))
+    )
+    if thread.status == "busy":  # its run is writing checkpoints: leave them
+        raise HTTPException(409, f"Thread {thread_id} has a run in progress.")
+    await call(
+        peers.runner.PruneThreadState(runner_pb2.PruneThreadStateRequest(thread_id=thread_id))
+    )
 
 
 @router.get("/threads/{thread_id}")

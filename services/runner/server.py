@@ -197,6 +197,11 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
+    async def PruneThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        deleted = await self.store.keep_latest_checkpoints(request.thread_id)
+        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": deleted}))
+
+    @translate_errors
     async def CopyThreadState(self, request, context):  # type: ignore[no-untyped-def]
         copied = await self.store.copy_thread_checkpoints(
             request.source_thread_id, request.target_thread_id

@@ -54,6 +54,12 @@ class UpdateThreadStateRequest(_message.Message):
     checkpoint_map: _containers.ScalarMap[str, str]
     def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., as_node: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_map: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class PruneThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
+
 class DeleteThreadStateRequest(_message.Message):
     __slots__ = ("thread_id",)
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]

@@ -54,6 +54,11 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.PruneThreadState = channel.unary_unary(
+                '/waybill.v1.Runner/PruneThreadState',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.PruneThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
         self.StorePut = channel.unary_unary(
                 '/waybill.v1.Runner/StorePut',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.StorePutRequest.SerializeToString,
@@ -134,6 +139,15 @@ class RunnerServicer:
 
     def CopyThreadState(self, request, context):
         """Copy every checkpoint of one thread to another (empty) thread.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PruneThreadState(self, request, context):
+        """Delete every checkpoint of a thread but the newest of each namespace (and the
+        pending writes and values only the deleted ones held): LangGraph Platform's
+        prune `keep_latest`. Answers {"checkpoints": how many were deleted}.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -228,6 +242,11 @@ def add_RunnerServicer_to_server(servicer, server):
             'CopyThreadState': grpc.unary_unary_rpc_method_handler(
                     servicer.CopyThreadState,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'PruneThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneThreadState,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.PruneThreadStateRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
             'StorePut': grpc.unary_unary_rpc_method_handler(
@@ -388,6 +407,33 @@ class Runner:
             target,
             '/waybill.v1.Runner/CopyThreadState',
             waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/PruneThreadState',
+            waybill_dot_v1_dot_runner__pb2.PruneThreadStateRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
             options,
             channel_credentials,
