@@ -26,10 +26,24 @@ class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class SuperstepUpdate(Envelope):
+    """One write of a superstep: `values`, or a `command` ({"update", "goto"}), as `as_node`."""
+
+    values: dict[str, Any] | list[Any] | None = None
+    command: dict[str, Any] | None = None
+    as_node: str
+
+
+class Superstep(Envelope):
+    updates: list[SuperstepUpdate] = Field(min_length=1)
+
+
 class ThreadCreate(Envelope):
     thread_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
+    # The state to start from, as supersteps of updates (the SDK's copy between servers).
+    supersteps: list[Superstep] | None = Field(default=None, max_length=1000)
 
 
 class ThreadPatch(Envelope):

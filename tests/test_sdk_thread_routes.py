@@ -202,6 +202,40 @@ async def test_update_state_of_a_thread_without_a_graph_is_400(client: LangGraph
     assert "has no assigned graph ID" in refused.value.response.json()["detail"]
 
 
+async def test_create_a_thread_from_supersteps(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    """The SDK's copy between servers: the state written step by step, as the
+    platform writes it (an input step, then each superstep as one update)."""
+    steps = [
+        {"updates": [{"values": {"notes": ["a"]}, "as_node": "__input__"}]},
+        {"updates": [{"values": {"notes": ["a", "w"]}, "as_node": "writer"}]},
+    ]
+    thread = await client.threads.create(graph_id="nested", supersteps=steps)
+    assert thread["metadata"] == {"graph_id": "nested"}
+    history = await client.threads.get_history(thread["thread_id"], limit=10)
+    assert [
+        (state["values"], state["next"], state["metadata"]["source"], state["metadata"]["step"])
+        for state in history
+    ] == [({"notes": ["a", "w"]}, ["review"], "update", 0), ({}, ["__start__"], "input", -1)]
+    done = await client.runs.wait(thread["thread_id"], "nested", input=None)
+    assert done == {"notes": ["a", "w", "reviewed"]}
+
+    by_command = [
+        {"updates": [{"values": None, "command": {"goto": "review"}, "as_node": "writer"}]}
+    ]
+    thread = await client.threads.create(graph_id="nested", supersteps=by_command)
+    assert (await client.threads.get_state(thread["thread_id"]))["next"] == ["review"]
+
+    bad_node = [{"updates": [{"values": {"notes": []}, "as_node": "nope"}]}]
+    reply = await http.post(
+        "/threads", json={"metadata": {"graph_id": "nested"}, "supersteps": bad_node}
+    )
+    assert (reply.status_code, reply.json()) == (400, {"detail": "Node nope does not exist"})
+    no_graph = await http.post("/threads", json={"supersteps": steps})
+    assert no_graph.status_code == 400
+
+
 # ---- prune -------------------------------------------------------------------------------
 
 

@@ -40,7 +40,8 @@ async def test_update_state_refuses_a_bad_node(client: LangGraphClient) -> None:
     await client.runs.wait(thread["thread_id"], "approval", input={"action": "x"})
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await client.threads.update_state(thread["thread_id"], {"decision": "y"}, as_node="nope")
-    assert refused.value.response.status_code == 422
+    assert refused.value.response.status_code == 400  # as LangGraph Platform answers
+    assert refused.value.response.json()["detail"] == "Node nope does not exist"
     fresh = await client.threads.create()
     with pytest.raises(httpx.HTTPStatusError) as no_graph:
         await client.threads.update_state(fresh["thread_id"], {"decision": "y"})

@@ -13,6 +13,7 @@ from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.schemas import (
     CheckpointConfig,
+    Superstep,
     ThreadCount,
     ThreadCreate,
     ThreadHistory,
@@ -39,16 +40,36 @@ async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
         raise HTTPException(422, f"thread_id '{body.thread_id}' is not a UUID")
     value = {"thread_id": body.thread_id, "metadata": body.metadata, "if_exists": body.if_exists}
     await authorize(request, "threads", "create", value)
+    metadata = stamped_metadata(value)
+    graph_id = str(metadata.get("graph_id") or "")
+    if body.supersteps and not graph_id:
+        raise HTTPException(400, "supersteps need the thread's graph: give its graph_id.")
+    peers = peers_of(request)
     thread = await call(
-        peers_of(request).admission.CreateThread(
+        peers.admission.CreateThread(
             admission_pb2.CreateThreadRequest(
                 thread_id=body.thread_id or "",
-                metadata_json=codec.dumps(stamped_metadata(value)),
+                metadata_json=codec.dumps(metadata),
                 if_exists=body.if_exists,
             )
         )
     )
+    if body.supersteps:
+        await _apply_supersteps(peers, thread.thread_id, graph_id, body.supersteps)
     return codec.thread_to_dict(thread)
+
+
+async def _apply_supersteps(
+    peers: Peers, thread_id: str, graph_id: str, supersteps: list[Superstep]
+) -> None:
+    steps = [step.model_dump(exclude_none=True) for step in supersteps]
+    await call(
+        peers.runner.BulkUpdateThreadState(
+            runner_pb2.BulkUpdateThreadStateRequest(
+                thread_id=thread_id, graph_id=graph_id, supersteps_json=codec.dumps(steps)
+            )
+        )
+    )
 
 
 @router.post("/threads/search")

@@ -14,7 +14,7 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
-from waybill.common.errors import invalid, not_found
+from waybill.common.errors import invalid, not_found, refused
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
@@ -31,7 +31,12 @@ from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
 from waybill.services.runner.schema import check as check_schema
-from waybill.services.runner.state import EMPTY_STATE, snapshot_to_dict, update_reply
+from waybill.services.runner.state import (
+    EMPTY_STATE,
+    snapshot_to_dict,
+    superstep_updates,
+    update_reply,
+)
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
 from waybill.services.runner.worker import Worker
@@ -167,7 +172,21 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 )
                 state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
-            raise invalid(f"cannot update the state: {error}") from error
+            raise refused(str(error)) from error  # 400 "Node x does not exist", as the platform
+        await self._tell_state_update(request.thread_id, state)
+        return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
+
+    @translate_errors
+    async def BulkUpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        config = _thread_config(request.thread_id)
+        config["configurable"]["checkpoint_ns"] = ""
+        updates = superstep_updates(codec.loads(request.supersteps_json, []))
+        try:
+            async with self._graph(request.graph_id, "threads.update", context) as graph:
+                written = await graph.abulk_update_state(config, updates)
+                state = snapshot_to_dict(await graph.aget_state(written))
+        except (InvalidUpdateError, ValueError) as error:
+            raise refused(str(error)) from error
         await self._tell_state_update(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 

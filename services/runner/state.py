@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import StateSnapshot
+from langgraph.types import Command, StateSnapshot, StateUpdate
 
 
 def _checkpoint(config: Any) -> dict[str, Any] | None:
@@ -90,3 +90,18 @@ EMPTY_STATE: dict[str, Any] = {
     "parent_checkpoint_id": None,
     "interrupts": [],
 }
+
+
+def superstep_updates(supersteps: list[dict[str, Any]]) -> list[list[StateUpdate]]:
+    """LangGraph Platform's supersteps (thread creation's `supersteps`) as LangGraph's
+    bulk updates: each update's `command` if it has one, else its `values`."""
+    return [[_state_update(update) for update in step["updates"]] for step in supersteps]
+
+
+def _state_update(update: dict[str, Any]) -> StateUpdate:
+    command = update.get("command")
+    if command:
+        values: Any = Command(update=command.get("update"), goto=command.get("goto") or ())
+    else:
+        values = update.get("values")
+    return StateUpdate(values, update.get("as_node"))

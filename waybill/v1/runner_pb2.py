@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17waybill/v1/runner.proto\x12\nwaybill.v1\"\x81\x02\n\x15GetThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x11\n\tsubgraphs\x18\x03 \x01(\x08\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x05 \x01(\t\x12L\n\x0e\x63heckpoint_map\x18\x06 \x03(\x0b\x32\x34.waybill.v1.GetThreadStateRequest.CheckpointMapEntry\x1a\x34\n\x12\x43heckpointMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x02\n\x18UpdateThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x13\n\x0bvalues_json\x18\x03 \x01(\x0c\x12\x0f\n\x07\x61s_node\x18\x04 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x05 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x06 \x01(\t\x12O\n\x0e\x63heckpoint_map\x18\x07 \x03(\x0b\x32\x37.waybill.v1.UpdateThreadStateRequest.CheckpointMapEntry\x1a\x34\n\x12\x43heckpointMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\",\n\x17PruneThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"-\n\x18\x44\x65leteThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"L\n\x16\x43opyThreadStateRequest\x12\x18\n\x10source_thread_id\x18\x01 \x01(\t\x12\x18\n\x10target_thread_id\x18\x02 \x01(\t\"T\n\x08StoreKey\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"\x87\x01\n\x0fStorePutRequest\x12\"\n\x04item\x18\x01 \x01(\x0b\x32\x14.waybill.v1.StoreKey\x12\x12\n\nvalue_json\x18\x02 \x01(\x0c\x12\x12\n\nindex_json\x18\x03 \x01(\x0c\x12\x18\n\x0bttl_minutes\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_ttl_minutes\"\x9b\x01\n\x12StoreSearchRequest\x12\x18\n\x10namespace_prefix\x18\x01 \x03(\t\x12\x13\n\x0b\x66ilter_json\x18\x02 \x01(\x0c\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x12\r\n\x05query\x18\x05 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x06 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"n\n\x1aStoreListNamespacesRequest\x12\x0e\n\x06prefix\x18\x01 \x03(\t\x12\x0e\n\x06suffix\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0e\n\x06offset\x18\x05 \x01(\x05\"\xa6\x02\n\x17GetThreadHistoryRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\x0c\x12\x0e\n\x06\x62\x65\x66ore\x18\x05 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x06 \x01(\t\x12N\n\x0e\x63heckpoint_map\x18\x07 \x03(\x0b\x32\x36.waybill.v1.GetThreadHistoryRequest.CheckpointMapEntry\x12\x15\n\rcheckpoint_id\x18\x08 \x01(\t\x1a\x34\n\x12\x43heckpointMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x11\n\x0fGetStatsRequest\"1\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\x12\x0c\n\x04xray\x18\x02 \x01(\x08\"%\n\x11GetSchemasRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\"K\n\x13GetSubgraphsRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07recurse\x18\x03 \x01(\x08\"\x19\n\tJsonReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\x32\xc3\x08\n\x06Runner\x12J\n\x0eGetThreadState\x12!.waybill.v1.GetThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12P\n\x11UpdateThreadState\x12$.waybill.v1.UpdateThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12P\n\x11\x44\x65leteThreadState\x12$.waybill.v1.DeleteThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12L\n\x0f\x43opyThreadState\x12\".waybill.v1.CopyThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12N\n\x10PruneThreadState\x12#.waybill.v1.PruneThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08StorePut\x12\x1b.waybill.v1.StorePutRequest\x1a\x15.waybill.v1.JsonReply\x12\x37\n\x08StoreGet\x12\x14.waybill.v1.StoreKey\x1a\x15.waybill.v1.JsonReply\x12:\n\x0bStoreDelete\x12\x14.waybill.v1.StoreKey\x1a\x15.waybill.v1.JsonReply\x12\x44\n\x0bStoreSearch\x12\x1e.waybill.v1.StoreSearchRequest\x1a\x15.waybill.v1.JsonReply\x12T\n\x13StoreListNamespaces\x12&.waybill.v1.StoreListNamespacesRequest\x1a\x15.waybill.v1.JsonReply\x12N\n\x10GetThreadHistory\x12#.waybill.v1.GetThreadHistoryRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetStats\x12\x1b.waybill.v1.GetStatsRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetGraph\x12\x1b.waybill.v1.GetGraphRequest\x1a\x15.waybill.v1.JsonReply\x12\x42\n\nGetSchemas\x12\x1d.waybill.v1.GetSchemasRequest\x1a\x15.waybill.v1.JsonReply\x12\x46\n\x0cGetSubgraphs\x12\x1f.waybill.v1.GetSubgraphsRequest\x1a\x15.waybill.v1.JsonReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17waybill/v1/runner.proto\x12\nwaybill.v1\"\x81\x02\n\x15GetThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x11\n\tsubgraphs\x18\x03 \x01(\x08\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x05 \x01(\t\x12L\n\x0e\x63heckpoint_map\x18\x06 \x03(\x0b\x32\x34.waybill.v1.GetThreadStateRequest.CheckpointMapEntry\x1a\x34\n\x12\x43heckpointMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x02\n\x18UpdateThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x13\n\x0bvalues_json\x18\x03 \x01(\x0c\x12\x0f\n\x07\x61s_node\x18\x04 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x05 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x06 \x01(\t\x12O\n\x0e\x63heckpoint_map\x18\x07 \x03(\x0b\x32\x37.waybill.v1.UpdateThreadStateRequest.CheckpointMapEntry\x1a\x34\n\x12\x43heckpointMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x1c\x42ulkUpdateThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\x17\n\x0fsupersteps_json\x18\x03 \x01(\x0c\",\n\x17PruneThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"-\n\x18\x44\x65leteThreadStateRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"L\n\x16\x43opyThreadStateRequest\x12\x18\n\x10source_thread_id\x18\x01 \x01(\t\x12\x18\n\x10target_thread_id\x18\x02 \x01(\t\"T\n\x08StoreKey\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"\x87\x01\n\x0fStorePutRequest\x12\"\n\x04item\x18\x01 \x01(\x0b\x32\x14.waybill.v1.StoreKey\x12\x12\n\nvalue_json\x18\x02 \x01(\x0c\x12\x12\n\nindex_json\x18\x03 \x01(\x0c\x12\x18\n\x0bttl_minutes\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_ttl_minutes\"\x9b\x01\n\x12StoreSearchRequest\x12\x18\n\x10namespace_prefix\x18\x01 \x03(\t\x12\x13\n\x0b\x66ilter_json\x18\x02 \x01(\x0c\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x12\r\n\x05query\x18\x05 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x06 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"n\n\x1aStoreListNamespacesRequest\x12\x0e\n\x06prefix\x18\x01 \x03(\t\x12\x0e\n\x06suffix\x18\x02 \x03(\t\x12\x11\n\tmax_depth\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0e\n\x06offset\x18\x05 \x01(\x05\"\xa6\x02\n\x17GetThreadHistoryRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x10\n\x08graph_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\x0c\x12\x0e\n\x06\x62\x65\x66ore\x18\x05 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x06 \x01(\t\x12N\n\x0e\x63heckpoint_map\x18\x07 \x03(\x0b\x32\x36.waybill.v1.GetThreadHistoryRequest.CheckpointMapEntry\x12\x15\n\rcheckpoint_id\x18\x08 \x01(\t\x1a\x34\n\x12\x43heckpointMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x11\n\x0fGetStatsRequest\"1\n\x0fGetGraphRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\x12\x0c\n\x04xray\x18\x02 \x01(\x08\"%\n\x11GetSchemasRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\"K\n\x13GetSubgraphsRequest\x12\x10\n\x08graph_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0f\n\x07recurse\x18\x03 \x01(\x08\"\x19\n\tJsonReply\x12\x0c\n\x04json\x18\x01 \x01(\x0c\x32\x9d\t\n\x06Runner\x12J\n\x0eGetThreadState\x12!.waybill.v1.GetThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12P\n\x11UpdateThreadState\x12$.waybill.v1.UpdateThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12X\n\x15\x42ulkUpdateThreadState\x12(.waybill.v1.BulkUpdateThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12P\n\x11\x44\x65leteThreadState\x12$.waybill.v1.DeleteThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12L\n\x0f\x43opyThreadState\x12\".waybill.v1.CopyThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12N\n\x10PruneThreadState\x12#.waybill.v1.PruneThreadStateRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08StorePut\x12\x1b.waybill.v1.StorePutRequest\x1a\x15.waybill.v1.JsonReply\x12\x37\n\x08StoreGet\x12\x14.waybill.v1.StoreKey\x1a\x15.waybill.v1.JsonReply\x12:\n\x0bStoreDelete\x12\x14.waybill.v1.StoreKey\x1a\x15.waybill.v1.JsonReply\x12\x44\n\x0bStoreSearch\x12\x1e.waybill.v1.StoreSearchRequest\x1a\x15.waybill.v1.JsonReply\x12T\n\x13StoreListNamespaces\x12&.waybill.v1.StoreListNamespacesRequest\x1a\x15.waybill.v1.JsonReply\x12N\n\x10GetThreadHistory\x12#.waybill.v1.GetThreadHistoryRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetStats\x12\x1b.waybill.v1.GetStatsRequest\x1a\x15.waybill.v1.JsonReply\x12>\n\x08GetGraph\x12\x1b.waybill.v1.GetGraphRequest\x1a\x15.waybill.v1.JsonReply\x12\x42\n\nGetSchemas\x12\x1d.waybill.v1.GetSchemasRequest\x1a\x15.waybill.v1.JsonReply\x12\x46\n\x0cGetSubgraphs\x12\x1f.waybill.v1.GetSubgraphsRequest\x1a\x15.waybill.v1.JsonReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,34 +45,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPDATETHREADSTATEREQUEST']._serialized_end=582
   _globals['_UPDATETHREADSTATEREQUEST_CHECKPOINTMAPENTRY']._serialized_start=245
   _globals['_UPDATETHREADSTATEREQUEST_CHECKPOINTMAPENTRY']._serialized_end=297
-  _globals['_PRUNETHREADSTATEREQUEST']._serialized_start=584
-  _globals['_PRUNETHREADSTATEREQUEST']._serialized_end=628
-  _globals['_DELETETHREADSTATEREQUEST']._serialized_start=630
-  _globals['_DELETETHREADSTATEREQUEST']._serialized_end=675
-  _globals['_COPYTHREADSTATEREQUEST']._serialized_start=677
-  _globals['_COPYTHREADSTATEREQUEST']._serialized_end=753
-  _globals['_STOREKEY']._serialized_start=755
-  _globals['_STOREKEY']._serialized_end=839
-  _globals['_STOREPUTREQUEST']._serialized_start=842
-  _globals['_STOREPUTREQUEST']._serialized_end=977
-  _globals['_STORESEARCHREQUEST']._serialized_start=980
-  _globals['_STORESEARCHREQUEST']._serialized_end=1135
-  _globals['_STORELISTNAMESPACESREQUEST']._serialized_start=1137
-  _globals['_STORELISTNAMESPACESREQUEST']._serialized_end=1247
-  _globals['_GETTHREADHISTORYREQUEST']._serialized_start=1250
-  _globals['_GETTHREADHISTORYREQUEST']._serialized_end=1544
+  _globals['_BULKUPDATETHREADSTATEREQUEST']._serialized_start=584
+  _globals['_BULKUPDATETHREADSTATEREQUEST']._serialized_end=676
+  _globals['_PRUNETHREADSTATEREQUEST']._serialized_start=678
+  _globals['_PRUNETHREADSTATEREQUEST']._serialized_end=722
+  _globals['_DELETETHREADSTATEREQUEST']._serialized_start=724
+  _globals['_DELETETHREADSTATEREQUEST']._serialized_end=769
+  _globals['_COPYTHREADSTATEREQUEST']._serialized_start=771
+  _globals['_COPYTHREADSTATEREQUEST']._serialized_end=847
+  _globals['_STOREKEY']._serialized_start=849
+  _globals['_STOREKEY']._serialized_end=933
+  _globals['_STOREPUTREQUEST']._serialized_start=936
+  _globals['_STOREPUTREQUEST']._serialized_end=1071
+  _globals['_STORESEARCHREQUEST']._serialized_start=1074
+  _globals['_STORESEARCHREQUEST']._serialized_end=1229
+  _globals['_STORELISTNAMESPACESREQUEST']._serialized_start=1231
+  _globals['_STORELISTNAMESPACESREQUEST']._serialized_end=1341
+  _globals['_GETTHREADHISTORYREQUEST']._serialized_start=1344
+  _globals['_GETTHREADHISTORYREQUEST']._serialized_end=1638
   _globals['_GETTHREADHISTORYREQUEST_CHECKPOINTMAPENTRY']._serialized_start=245
   _globals['_GETTHREADHISTORYREQUEST_CHECKPOINTMAPENTRY']._serialized_end=297
-  _globals['_GETSTATSREQUEST']._serialized_start=1546
-  _globals['_GETSTATSREQUEST']._serialized_end=1563
-  _globals['_GETGRAPHREQUEST']._serialized_start=1565
-  _globals['_GETGRAPHREQUEST']._serialized_end=1614
-  _globals['_GETSCHEMASREQUEST']._serialized_start=1616
-  _globals['_GETSCHEMASREQUEST']._serialized_end=1653
-  _globals['_GETSUBGRAPHSREQUEST']._serialized_start=1655
-  _globals['_GETSUBGRAPHSREQUEST']._serialized_end=1730
-  _globals['_JSONREPLY']._serialized_start=1732
-  _globals['_JSONREPLY']._serialized_end=1757
-  _globals['_RUNNER']._serialized_start=1760
-  _globals['_RUNNER']._serialized_end=2851
+  _globals['_GETSTATSREQUEST']._serialized_start=1640
+  _globals['_GETSTATSREQUEST']._serialized_end=1657
+  _globals['_GETGRAPHREQUEST']._serialized_start=1659
+  _globals['_GETGRAPHREQUEST']._serialized_end=1708
+  _globals['_GETSCHEMASREQUEST']._serialized_start=1710
+  _globals['_GETSCHEMASREQUEST']._serialized_end=1747
+  _globals['_GETSUBGRAPHSREQUEST']._serialized_start=1749
+  _globals['_GETSUBGRAPHSREQUEST']._serialized_end=1824
+  _globals['_JSONREPLY']._serialized_start=1826
+  _globals['_JSONREPLY']._serialized_end=1851
+  _globals['_RUNNER']._serialized_start=1854
+  _globals['_RUNNER']._serialized_end=3035
 # @@protoc_insertion_point(module_scope)

@@ -54,6 +54,16 @@ class UpdateThreadStateRequest(_message.Message):
     checkpoint_map: _containers.ScalarMap[str, str]
     def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., as_node: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_map: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class BulkUpdateThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id", "graph_id", "supersteps_json")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    SUPERSTEPS_JSON_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    graph_id: str
+    supersteps_json: bytes
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., supersteps_json: _Optional[bytes] = ...) -> None: ...
+
 class PruneThreadStateRequest(_message.Message):
     __slots__ = ("thread_id",)
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.BulkUpdateThreadState = channel.unary_unary(
+                '/waybill.v1.Runner/BulkUpdateThreadState',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.BulkUpdateThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
         self.DeleteThreadState = channel.unary_unary(
                 '/waybill.v1.Runner/DeleteThreadState',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.DeleteThreadStateRequest.SerializeToString,
@@ -124,6 +129,15 @@ class RunnerServicer:
     def UpdateThreadState(self, request, context):
         """Write values into a thread's state as if `as_node` had (LangGraph's
         update_state); answers the new checkpoint as JSON.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BulkUpdateThreadState(self, request, context):
+        """Apply supersteps of updates to a thread's state, each superstep's updates as
+        if written in one step (LangGraph's bulk_update_state); answers as
+        UpdateThreadState does.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -232,6 +246,11 @@ def add_RunnerServicer_to_server(servicer, server):
             'UpdateThreadState': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateThreadState,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'BulkUpdateThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.BulkUpdateThreadState,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.BulkUpdateThreadStateRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
             'DeleteThreadState': grpc.unary_unary_rpc_method_handler(
@@ -353,6 +372,33 @@ class Runner:
             target,
             '/waybill.v1.Runner/UpdateThreadState',
             waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BulkUpdateThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/BulkUpdateThreadState',
+            waybill_dot_v1_dot_runner__pb2.BulkUpdateThreadStateRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
             options,
             channel_credentials,
