@@ -99,6 +99,28 @@ async def test_get_state_with_a_checkpoint_reads_that_checkpoint(
     assert (await http.post(path, json=bad_map)).status_code == 422
 
 
+async def test_a_fresh_thread_s_state_and_history(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    empty = {
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "metadata": None,
+        "created_at": None,
+        "checkpoint": None,
+        "parent_checkpoint": None,
+        "interrupts": [],
+        "checkpoint_id": None,
+        "parent_checkpoint_id": None,
+    }
+    assert await client.threads.get_state(thread_id) == empty
+    at_root = {"checkpoint": {"checkpoint_ns": ""}}
+    assert (await http.post(f"/threads/{thread_id}/state/checkpoint", json=at_root)).json() == empty
+    assert await client.threads.get_history(thread_id) == []
+
+
 async def test_a_subgraph_s_state_and_history_by_its_checkpoint(client: LangGraphClient) -> None:
     """What Studio reads: a task's `checkpoint` names its subgraph, whose own states
     carry their namespace and their parents' checkpoints (`checkpoint_map`)."""

@@ -78,11 +78,12 @@ def snapshot_to_dict(snapshot: StateSnapshot) -> dict[str, Any]:
     }
 
 
+# A thread no run has written yet, as LangGraph Platform answers it (metadata null).
 EMPTY_STATE: dict[str, Any] = {
     "values": {},
     "next": [],
     "tasks": [],
-    "metadata": {},
+    "metadata": None,
     "created_at": None,
     "checkpoint": None,
     "checkpoint_id": None,
