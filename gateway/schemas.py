@@ -8,6 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from waybill.gateway.thread_select import MAX_EXTRACT_PATHS, ThreadField
+
 STREAM_MODES = (
     "values",
     "updates",
@@ -62,6 +64,9 @@ class ThreadCount(Envelope):
 
 class ThreadSearch(ThreadCount):
     ids: list[UUID] | None = Field(default=None, max_length=1000)
+    # Only these fields of each thread; values picked out by path, under `extracted`.
+    select: list[ThreadField] | None = None
+    extract: dict[str, str] | None = Field(default=None, max_length=MAX_EXTRACT_PATHS)
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
     # LangGraph also offers state_updated_at, which Waybill does not track.

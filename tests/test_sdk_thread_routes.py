@@ -258,6 +258,46 @@ async def test_create_a_thread_from_supersteps(
     assert no_graph.status_code == 400
 
 
+async def test_search_selects_fields_and_extracts_values(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    tag = {"suite": uuid.uuid4().hex}
+    thread = await client.threads.create(metadata=tag)
+    await client.runs.wait(thread["thread_id"], "nested", input={"notes": []})
+    picked = await client.threads.search(metadata=tag, select=["thread_id", "status"])
+    assert picked == [{"thread_id": thread["thread_id"], "status": "idle"}]
+    paths = {
+        "last": "values.notes[-1]",
+        "first": "values.notes[0]",
+        "graph": "metadata.graph_id",
+        "nothing": "values.x.y",
+    }
+    found = await client.threads.search(metadata=tag, select=["thread_id"], extract=paths)
+    assert found == [
+        {
+            "thread_id": thread["thread_id"],
+            "extracted": {
+                "last": "reviewed",
+                "first": "drafted",
+                "graph": "nested",
+                "nothing": None,
+            },
+        }
+    ]
+    whole = await client.threads.search(metadata=tag, extract={"last": "values.notes[-1]"})
+    assert whole[0]["values"] == {"notes": ["drafted", "reviewed"]}
+
+    for bad in (
+        {"select": ["bogus"]},
+        {"extract": {"status": "values.x"}},  # a field's name
+        {"extract": {"x": "thread_id"}},  # not a JSON column
+        {"extract": {"a b": "values.x"}},
+        {"extract": {f"k{i}": "values.x" for i in range(11)}},
+    ):
+        reply = await http.post("/threads/search", json={"metadata": tag, **bad})
+        assert reply.status_code == 422, bad
+
+
 # ---- prune -------------------------------------------------------------------------------
 
 

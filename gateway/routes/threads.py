@@ -24,6 +24,7 @@ from waybill.gateway.schemas import (
     ThreadStateUpdate,
 )
 from waybill.gateway.streams import sse_response
+from waybill.gateway.thread_select import checked_extract, shaped
 from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
 from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
 
@@ -74,6 +75,10 @@ async def _apply_supersteps(
 
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str, Any]]:
+    try:
+        extract = checked_extract(body.extract) if body.extract else None
+    except ValueError as error:
+        raise HTTPException(422, str(error)) from None
     searched = _search_value(body)  # the handler may add to its metadata
     await authorize(request, "threads", "search", searched)
     reply = await call(
@@ -90,7 +95,8 @@ async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str,
             )
         )
     )
-    return [codec.thread_to_dict(thread) for thread in reply.threads]
+    threads = [codec.thread_to_dict(thread) for thread in reply.threads]
+    return [shaped(thread, body.select, extract) for thread in threads]
 
 
 @router.post("/threads/count")
