@@ -16,6 +16,8 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from langgraph_sdk.schema import StreamPart
 
+from tests.test_runs import says
+
 STATE_KEYS = {
     "values",
     "next",
@@ -401,6 +403,30 @@ async def test_join_stream_follows_each_run_of_the_thread(client: LangGraphClien
     assert [(p.event, p.data, p.id) for p in resumed] == [
         (p.event, p.data, p.id) for p in second_part
     ]
+
+
+async def test_join_stream_during_a_run_sends_it_from_its_start(
+    client: LangGraphClient,
+) -> None:
+    """As on the platform: a run going when the client joins comes whole, then the
+    stream goes on (a run that ended before it joined is not sent)."""
+    thread_id, _ = await nested_thread(client)
+    run = await client.runs.create(
+        thread_id, "lead_agent", input=says("/tokens 5000"), stream_mode="messages-tuple"
+    )
+    seen: list[StreamPart] = []
+    following = asyncio.create_task(collected(await client.threads.join_stream(thread_id), seen))
+    try:
+        await until(lambda: bool(seen))
+        joined_while = (await client.runs.get(thread_id, run["run_id"]))["status"]
+        await until(lambda: any(is_run_done(part) for part in seen), seconds=60)
+    finally:
+        following.cancel()
+    assert joined_while in ("pending", "running")
+    assert seen[0].data == {"run_id": run["run_id"], "attempt": 1}
+    assert seen[0].id is not None and seen[0].id.endswith("-0")
+    assert is_run_done(seen[-1]) and seen[-1].data["run_id"] == run["run_id"]
+    assert sum(part.event == "messages" for part in seen) >= 5000
 
 
 async def test_join_stream_modes_lifecycle_and_state_update(client: LangGraphClient) -> None:
