@@ -35,6 +35,7 @@ from waybill.services.runner.state import (
     EMPTY_STATE,
     snapshot_to_dict,
     superstep_updates,
+    thread_record,
     update_reply,
 )
 from waybill.services.runner.stats import STATS
@@ -123,12 +124,10 @@ def _schemas_of(graph: Any) -> dict[str, Any]:
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
-    def __init__(
-        self, graphs: GraphRegistry, store: RunnerStore, journal: journal_pb2_grpc.JournalStub
-    ) -> None:
+    def __init__(self, graphs: GraphRegistry, store: RunnerStore, peers: Peers) -> None:
         self.graphs = graphs
         self.store = store
-        self.journal = journal  # where a thread's state updates are told (its own log)
+        self.peers = peers  # admission and the journal hear of state written outside runs
         # LangGraph's stores (and SimilarityStore) keep `index_config` when store.index is set.
         self.semantic = getattr(graphs.store, "index_config", None) is not None
 
@@ -173,7 +172,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
             raise refused(str(error)) from error  # 400 "Node x does not exist", as the platform
-        await self._tell_state_update(request.thread_id, state)
+        await self._after_write(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 
     @translate_errors
@@ -187,18 +186,26 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
             raise refused(str(error)) from error
-        await self._tell_state_update(request.thread_id, state)
+        await self._after_write(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 
-    async def _tell_state_update(self, thread_id: str, state: dict[str, Any]) -> None:
-        """The thread's streams hear of the update (`state_update`, as LangGraph Platform
-        sends it). The update is written already: a journal away costs only the event."""
+    async def _after_write(self, thread_id: str, state: dict[str, Any]) -> None:
+        """As LangGraph Platform does after update_state: the thread's record takes the
+        new state (values, interrupts, status), and its streams hear of it
+        (`state_update`). The state is written already: a peer away costs only these."""
+        try:
+            await self.peers.admission.RecordThreadState(
+                thread_record(thread_id, state), timeout=self.peers.rpc_timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            log.warning("thread %s: new state not recorded on the thread: %s", thread_id, error)
         event = journal_pb2.RunEvent(
             event="state_update", data=codec.dumps({"state": state, "thread_id": thread_id})
         )
         try:
-            await self.journal.Append(
-                journal_pb2.AppendRequest(run_id=codec.thread_log_id(thread_id), events=[event])
+            await self.peers.journal.Append(
+                journal_pb2.AppendRequest(run_id=codec.thread_log_id(thread_id), events=[event]),
+                timeout=self.peers.rpc_timeout,
             )
         except grpc.aio.AioRpcError as error:
             log.warning("thread %s: state update not told to its streams: %s", thread_id, error)
@@ -212,7 +219,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         await asyncio.to_thread(remove_workspace, request.thread_id)
         # The thread's own log (its state updates) goes with its state.
         thread_log = codec.thread_log_id(request.thread_id)
-        await self.journal.Forget(journal_pb2.ForgetRequest(run_ids=[thread_log]))
+        await self.peers.journal.Forget(journal_pb2.ForgetRequest(run_ids=[thread_log]))
         return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
@@ -387,7 +394,7 @@ async def main() -> None:
             reconnect_seconds=settings.reconnect_seconds,
         )
         work = asyncio.create_task(worker.run_forever(), name="work-stream")
-        servicer = RunnerServicer(graphs, store, worker.peers.journal)
+        servicer = RunnerServicer(graphs, store, worker.peers)
 
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)

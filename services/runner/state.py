@@ -6,6 +6,9 @@ from typing import Any
 
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
+from waybill.common import codec
+from waybill.v1 import admission_pb2
+
 
 def _checkpoint(config: Any) -> dict[str, Any] | None:
     """A checkpoint's reference as LangGraph Platform writes it; a subgraph's carries
@@ -106,3 +109,15 @@ def _state_update(update: dict[str, Any]) -> StateUpdate:
     else:
         values = update.get("values")
     return StateUpdate(values, update.get("as_node"))
+
+
+def thread_record(thread_id: str, state: dict[str, Any]) -> admission_pb2.RecordThreadStateRequest:
+    """What a state written outside a run leaves on the thread's record, as LangGraph
+    Platform sets it: `interrupted` while nodes are still to run, else `idle`."""
+    interrupts = {task["id"]: task["interrupts"] for task in state["tasks"] if task["interrupts"]}
+    return admission_pb2.RecordThreadStateRequest(
+        thread_id=thread_id,
+        values_json=codec.dumps(state["values"]),
+        interrupts_json=codec.dumps(interrupts),
+        status="interrupted" if state["next"] else "idle",
+    )
