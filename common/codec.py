@@ -13,6 +13,8 @@ from waybill.v1 import common_pb2
 
 # LangGraph Platform derives a graph's system assistant id as uuid5 of this and the graph id.
 NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+# Waybill's own: the ids of the threads' logs in the journal (see thread_log_id).
+NAMESPACE_THREAD_LOG = uuid.UUID("3f6c1a7e-2b8d-5e94-a0c1-7d52e9b4f018")
 
 RUN_STATUS_NAMES = {
     common_pb2.RUN_STATUS_PENDING: "pending",
@@ -35,6 +37,12 @@ MULTITASK_VALUES = {name: value for value, name in MULTITASK_NAMES.items()}
 
 def system_assistant_id(graph_id: str) -> str:
     return str(uuid.uuid5(NAMESPACE_GRAPH, graph_id))
+
+
+def thread_log_id(thread_id: str) -> str:
+    """The journal log of a thread's own events (its state updates), beside its runs'
+    logs: a UUID of its own, so that it never names a run."""
+    return str(uuid.uuid5(NAMESPACE_THREAD_LOG, thread_id))
 
 
 def _fallback(value: Any) -> Any:

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from waybill.gateway.thread_select import MAX_EXTRACT_PATHS, ThreadField
+
 STREAM_MODES = (
     "values",
     "updates",
@@ -26,10 +28,24 @@ class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class SuperstepUpdate(Envelope):
+    """One write of a superstep: `values`, or a `command` ({"update", "goto"}), as `as_node`."""
+
+    values: dict[str, Any] | list[Any] | None = None
+    command: dict[str, Any] | None = None
+    as_node: str
+
+
+class Superstep(Envelope):
+    updates: list[SuperstepUpdate] = Field(min_length=1)
+
+
 class ThreadCreate(Envelope):
     thread_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
+    # The state to start from, as supersteps of updates (the SDK's copy between servers).
+    supersteps: list[Superstep] | None = Field(default=None, max_length=1000)
 
 
 class ThreadPatch(Envelope):
@@ -48,6 +64,9 @@ class ThreadCount(Envelope):
 
 class ThreadSearch(ThreadCount):
     ids: list[UUID] | None = Field(default=None, max_length=1000)
+    # Only these fields of each thread; values picked out by path, under `extracted`.
+    select: list[ThreadField] | None = None
+    extract: dict[str, str] | None = Field(default=None, max_length=MAX_EXTRACT_PATHS)
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
     # LangGraph also offers state_updated_at, which Waybill does not track.
@@ -55,17 +74,41 @@ class ThreadSearch(ThreadCount):
     sort_order: Literal["asc", "desc"] | None = None
 
 
+class CheckpointConfig(Envelope):
+    """LangGraph Platform's `CheckpointConfig`: which checkpoint of which (sub)graph.
+    Its `thread_id` is ignored: the path names the thread."""
+
+    thread_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_id: str | None = None
+    # A subgraph checkpoint's parents, by namespace: ids, as LangGraph writes them.
+    checkpoint_map: dict[str, str] | None = None
+
+
 class ThreadHistory(Envelope):
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(default=1, ge=1, le=1000)  # the platform's default (the SDK sends 10)
     before: str | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    # Whose history: a subgraph's namespace (a state task's `checkpoint`); default the root.
+    checkpoint: CheckpointConfig | None = None
+
+
+class ThreadStateAtCheckpoint(Envelope):
+    checkpoint: CheckpointConfig
+    subgraphs: bool = False
 
 
 class ThreadStateUpdate(Envelope):
     values: dict[str, Any] | list[Any] | None = None
     as_node: str | None = None
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: CheckpointConfig | None = None
+
+
+class ThreadPrune(Envelope):
+    thread_ids: list[UUID] = Field(max_length=1000)
+    # keep_latest keeps the thread and the newest checkpoint of each of its namespaces.
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 MAX_START_DELAY_SECONDS = 365 * 24 * 3600  # as admission's policy

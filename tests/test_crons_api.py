@@ -110,7 +110,6 @@ BAD_CREATES: list[tuple[dict[str, Any], str]] = [
     ({"schedule": YEARLY, "stream_mode": "everything"}, "unknown stream_mode"),
     # Each firing's run is told to the webhook: the SSRF guard checks it at creation.
     ({"schedule": YEARLY, "webhook": "http://127.0.0.1:9/hook"}, "webhook"),
-    ({"schedule": YEARLY, "assistant_id": "no_such_graph"}, "names no assistant or graph"),
 ]
 
 
@@ -135,6 +134,22 @@ async def test_a_bad_cron_is_a_422_and_nothing_is_written(
         reply = await http.post(path, json=body)
         assert reply.status_code == 422, reply.text
         assert says_what in detail_of(reply), detail_of(reply)
+    count = await http.post("/runs/crons/count", json={"metadata": tag})
+    assert count.json() == 0
+
+
+@pytest.mark.parametrize("assistant_id", ["no_such_graph", str(uuid.uuid4())])
+async def test_a_cron_for_an_unknown_assistant_is_a_404_and_nothing_is_written(
+    http: httpx.AsyncClient, assistant_id: str
+) -> None:
+    """LangGraph Platform answers 404 here, a graph's name included (runs say 422 for one)."""
+    tag = tagged()
+    body = {"assistant_id": assistant_id, "schedule": YEARLY, "metadata": tag}
+    thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+    for path in ("/runs/crons", f"/threads/{thread_id}/runs/crons"):
+        reply = await http.post(path, json=body)
+        assert reply.status_code == 404, reply.text
+        assert assistant_id in detail_of(reply)
     count = await http.post("/runs/crons/count", json={"metadata": tag})
     assert count.json() == 0
 

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.run_stopping import stop_active_runs
 from waybill.gateway.schemas import (
+    CheckpointConfig,
+    Superstep,
     ThreadCount,
     ThreadCreate,
     ThreadHistory,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
+    ThreadStateAtCheckpoint,
     ThreadStateUpdate,
 )
+from waybill.gateway.streams import sse_response
+from waybill.gateway.thread_select import checked_extract, shaped
+from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
 from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
 
 router = APIRouter(tags=["threads"])
@@ -34,20 +42,44 @@ async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
         raise HTTPException(422, f"thread_id '{body.thread_id}' is not a UUID")
     value = {"thread_id": body.thread_id, "metadata": body.metadata, "if_exists": body.if_exists}
     await authorize(request, "threads", "create", value)
+    metadata = stamped_metadata(value)
+    graph_id = str(metadata.get("graph_id") or "")
+    if body.supersteps and not graph_id:
+        raise HTTPException(400, "supersteps need the thread's graph: give its graph_id.")
+    peers = peers_of(request)
     thread = await call(
-        peers_of(request).admission.CreateThread(
+        peers.admission.CreateThread(
             admission_pb2.CreateThreadRequest(
                 thread_id=body.thread_id or "",
-                metadata_json=codec.dumps(stamped_metadata(value)),
+                metadata_json=codec.dumps(metadata),
                 if_exists=body.if_exists,
             )
         )
     )
+    if body.supersteps:
+        await _apply_supersteps(peers, thread.thread_id, graph_id, body.supersteps)
     return codec.thread_to_dict(thread)
+
+
+async def _apply_supersteps(
+    peers: Peers, thread_id: str, graph_id: str, supersteps: list[Superstep]
+) -> None:
+    steps = [step.model_dump(exclude_none=True) for step in supersteps]
+    await call(
+        peers.runner.BulkUpdateThreadState(
+            runner_pb2.BulkUpdateThreadStateRequest(
+                thread_id=thread_id, graph_id=graph_id, supersteps_json=codec.dumps(steps)
+            )
+        )
+    )
 
 
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str, Any]]:
+    try:
+        extract = checked_extract(body.extract) if body.extract else None
+    except ValueError as error:
+        raise HTTPException(422, str(error)) from None
     searched = _search_value(body)  # the handler may add to its metadata
     await authorize(request, "threads", "search", searched)
     reply = await call(
@@ -64,7 +96,8 @@ async def search_threads(body: ThreadSearch, request: Request) -> list[dict[str,
             )
         )
     )
-    return [codec.thread_to_dict(thread) for thread in reply.threads]
+    threads = [codec.thread_to_dict(thread) for thread in reply.threads]
+    return [shaped(thread, body.select, extract) for thread in threads]
 
 
 @router.post("/threads/count")
@@ -81,6 +114,43 @@ async def count_threads(body: ThreadCount, request: Request) -> int:
         )
     )
     return reply.count
+
+
+@router.post("/threads/prune")
+async def prune_threads(body: ThreadPrune, request: Request) -> dict[str, int]:
+    """LangGraph's bulk prune: `delete` deletes each thread as `DELETE /threads/{id}`
+    would; `keep_latest` keeps the thread and its newest checkpoints. A thread that
+    is missing, not the caller's or running is skipped, not an error."""
+    thread_ids = [str(thread_id) for thread_id in body.thread_ids]
+    await authorize(request, "threads", "delete", {"thread_ids": thread_ids})
+    prune = remove_thread if body.strategy == "delete" else _keep_latest
+    pruned = 0
+    for thread_id in thread_ids:
+        pruned += await _pruned(prune, peers_of(request), thread_id)
+    return {"pruned_count": pruned}
+
+
+async def _pruned(
+    prune: Callable[[Peers, str], Awaitable[None]], peers: Peers, thread_id: str
+) -> int:
+    try:
+        await prune(peers, thread_id)
+    except HTTPException as refused:
+        if refused.status_code in (404, 409):  # not there (or not yours), or busy
+            return 0
+        raise
+    return 1
+
+
+async def _keep_latest(peers: Peers, thread_id: str) -> None:
+    thread = await call(
+        peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=thread_id))
+    )
+    if thread.status == "busy":  # its run is writing checkpoints: leave them
+        raise HTTPException(409, f"Thread {thread_id} has a run in progress.")
+    await call(
+        peers.runner.PruneThreadState(runner_pb2.PruneThreadStateRequest(thread_id=thread_id))
+    )
 
 
 @router.get("/threads/{thread_id}")
@@ -147,20 +217,34 @@ async def _graph_of(peers: Peers, thread_id: UUID) -> str:
     return str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
 
 
+def _checkpoint_fields(
+    checkpoint: CheckpointConfig | None, checkpoint_id: str | None = None
+) -> dict[str, Any]:
+    """The runner request's fields for a checkpoint given as LangGraph's config (its
+    `checkpoint_id` wins over the deprecated separate one, as on the platform)."""
+    checkpoint = checkpoint or CheckpointConfig()
+    return {
+        "checkpoint_id": checkpoint.checkpoint_id or checkpoint_id or "",
+        "checkpoint_ns": checkpoint.checkpoint_ns or "",
+        "checkpoint_map": checkpoint.checkpoint_map or {},
+    }
+
+
 async def _state(
-    request: Request, thread_id: UUID, checkpoint_id: str = "", subgraphs: bool = False
+    request: Request,
+    thread_id: UUID,
+    checkpoint: CheckpointConfig | None = None,
+    subgraphs: bool = False,
 ) -> Response:
     peers = peers_of(request)
     graph_id = await _graph_of(peers, thread_id)
-    if checkpoint_id and not graph_id:
-        raise HTTPException(404, f"Checkpoint {checkpoint_id} not found on this thread.")
+    fields = _checkpoint_fields(checkpoint)
+    if fields["checkpoint_id"] and not graph_id:
+        raise HTTPException(404, f"Checkpoint {fields['checkpoint_id']} not found on this thread.")
     reply = await call(
         peers.runner.GetThreadState(
             runner_pb2.GetThreadStateRequest(
-                thread_id=str(thread_id),
-                graph_id=graph_id,
-                subgraphs=subgraphs,
-                checkpoint_id=checkpoint_id,
+                thread_id=str(thread_id), graph_id=graph_id, subgraphs=subgraphs, **fields
             )
         )
     )
@@ -178,7 +262,17 @@ async def get_thread_state_at(
     thread_id: UUID, checkpoint_id: str, request: Request, subgraphs: bool = False
 ) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
-    return await _state(request, thread_id, checkpoint_id, subgraphs)
+    checkpoint = CheckpointConfig(checkpoint_id=checkpoint_id)
+    return await _state(request, thread_id, checkpoint, subgraphs)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint")
+async def get_thread_state_at_checkpoint(
+    thread_id: UUID, body: ThreadStateAtCheckpoint, request: Request
+) -> Response:
+    """The SDK's `get_state(thread_id, checkpoint={...})`: a (sub)graph's checkpoint."""
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
+    return await _state(request, thread_id, body.checkpoint, body.subgraphs)
 
 
 @router.post("/threads/{thread_id}/state")
@@ -194,8 +288,7 @@ async def update_thread_state(
         raise HTTPException(409, f"Thread {thread_id} has a run in progress; update it afterwards.")
     graph_id = str(codec.loads(thread.metadata_json, {}).get("graph_id") or "")
     if not graph_id:
-        raise HTTPException(409, f"Thread {thread_id} has no graph yet: run it once first.")
-    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id") or ""
+        raise HTTPException(400, _no_graph_yet(thread_id))
     reply = await call(
         peers.runner.UpdateThreadState(
             runner_pb2.UpdateThreadStateRequest(
@@ -203,11 +296,21 @@ async def update_thread_state(
                 graph_id=graph_id,
                 values_json=codec.dumps(body.values),
                 as_node=body.as_node or "",
-                checkpoint_id=checkpoint_id,
+                **_checkpoint_fields(body.checkpoint, body.checkpoint_id),
             )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+def _no_graph_yet(thread_id: UUID) -> str:
+    """LangGraph Platform's words for a thread no run has given a graph."""
+    return (
+        f"Thread '{thread_id}' has no assigned graph ID. This usually occurs when no runs "
+        "have been made on this particular thread. This operation requires a graph ID. "
+        "Please ensure a run has been made for the thread or manually update the thread "
+        "metadata (by setting the 'graph_id' field) before running this operation."
+    )
 
 
 @router.post("/threads/{thread_id}/copy")
@@ -239,6 +342,22 @@ async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
 @router.post("/threads/{thread_id}/history")
 async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Request) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
+    return await _history(request, thread_id, body)
+
+
+@router.get("/threads/{thread_id}/history")
+async def list_thread_history(
+    thread_id: UUID,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1,
+    before: str | None = None,
+) -> Response:
+    """The platform's older form: `limit` and a `before` checkpoint id in the query."""
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
+    return await _history(request, thread_id, ThreadHistory(limit=limit, before=before))
+
+
+async def _history(request: Request, thread_id: UUID, body: ThreadHistory) -> Response:
     peers = peers_of(request)
     graph_id = await _graph_of(peers, thread_id)
     before = body.before
@@ -252,10 +371,40 @@ async def get_thread_history(thread_id: UUID, body: ThreadHistory, request: Requ
                 limit=body.limit,
                 filter_json=codec.dumps(body.metadata) if body.metadata else b"",
                 before=before or "",
+                **_checkpoint_fields(body.checkpoint),
             )
         )
     )
     return Response(reply.json, media_type="application/json")
+
+
+@router.get("/threads/{thread_id}/stream")
+async def join_thread_stream(
+    thread_id: UUID,
+    request: Request,
+    last_event_id: str | None = Header(default=None),
+) -> Response:
+    """The SDK's `threads.join_stream`: every run of the thread as it goes, for as long
+    as the client stays (see thread_streams.py). LangGraph Platform reads the modes
+    from `stream_modes`; the SDKs send `stream_mode`: both are heard."""
+    await authorize(request, "threads", "read", {"thread_id": thread_id})
+    raw_modes = request.query_params.getlist("stream_modes") or request.query_params.getlist(
+        "stream_mode"
+    )
+    try:
+        modes = parse_modes(raw_modes)
+        resume = parse_last_event_id(last_event_id)
+    except ValueError as error:
+        raise HTTPException(422, str(error)) from None
+    peers = peers_of(request)
+    await call(peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id))))
+    settings = request.app.state.settings
+    return sse_response(
+        thread_stream(peers.admission, peers.journal, str(thread_id), modes, resume),
+        {},
+        settings.sse_heartbeat_seconds,
+        settings.stream_drain_seconds,
+    )
 
 
 def _search_value(body: ThreadSearch | ThreadCount) -> dict[str, Any]:

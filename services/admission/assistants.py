@@ -187,11 +187,18 @@ class AssistantCatalog:
         if found is not None and await self._hidden_from_runs(found, auth):
             raise not_found(f"Assistant {assistant_id} not found.")
         if found is None:
-            raise invalid(
-                f"assistant_id '{assistant_id}' names no assistant or graph; "
-                f"known graphs: {self._known_graphs()}."
-            )
+            raise self._unknown(assistant_id)
         return found
+
+    def _unknown(self, assistant_id: str) -> ServiceError:
+        """As on LangGraph Platform: a UUID naming nothing is a missing assistant (404);
+        any other text was meant as a graph's name, and is malformed (422)."""
+        if codec.is_uuid(assistant_id):
+            return not_found(f"Assistant '{assistant_id}' not found.")
+        return invalid(
+            f"assistant_id '{assistant_id}' names no assistant or graph; "
+            f"known graphs: {self._known_graphs()}."
+        )
 
     async def _hidden_from_runs(self, found: AssistantRecord, auth: Filter) -> bool:
         if not auth or found.assistant_id in self.system:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from waybill.common import codec
-from waybill.common.errors import forbidden, invalid
+from waybill.common.errors import forbidden, invalid, not_found
 from waybill.common.grpc_server import translate_errors
 from waybill.common.identity import (
     LOCAL_USER,
@@ -23,6 +23,7 @@ from waybill.common.identity import (
     caller_of,
     owner_filter,
 )
+from waybill.services.admission.assistants import AssistantCatalog
 from waybill.services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
 from waybill.services.admission.crons import (
     ON_RUN_COMPLETED,
@@ -87,6 +88,7 @@ class CronRpcs:
 
     cron_store: CronStore
     clock: SystemClock
+    assistants: AssistantCatalog
 
     async def _checked_run(
         self,
@@ -106,6 +108,9 @@ class CronRpcs:
             # A cron starts runs in its owner's name: no more than the owner may.
             raise forbidden("A cron starts runs: this API key lacks the 'runs:create' scope.")
         _no_sealed_secrets(cron.kwargs)
+        if await self.assistants.find(cron.assistant_id) is None:
+            # LangGraph Platform: 404 for a cron's unknown assistant, a graph's name included.
+            raise not_found(f"Assistant '{cron.assistant_id}' not found.")
         run, _ = await self._checked_run(_probe(cron), caller, auth_filters(context))
         cron.assistant_id = run.assistant_id
 

@@ -180,6 +180,19 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         return record.to_proto()
 
     @translate_errors
+    async def RecordThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        if request.status not in ("idle", "interrupted"):
+            raise invalid(f"status must be idle or interrupted (got '{request.status}').")
+        record = await self.store.record_thread_state(
+            _thread_id(request.thread_id),
+            _json_object(request.values_json, "values"),
+            _json_object(request.interrupts_json, "interrupts"),
+            request.status,
+            owner_filter(context),
+        )
+        return record.to_proto()
+
+    @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
         run_ids = await self.store.delete_thread(
             _thread_id(request.thread_id), owner_filter(context), _threads_filter(context)

@@ -241,6 +241,34 @@ class AdmissionStore:
             )
         return record
 
+    async def record_thread_state(
+        self,
+        thread_id: str,
+        values: dict[str, Any],
+        interrupts: dict[str, Any],
+        status: str,
+        owner: str | None = None,
+    ) -> ThreadRecord:
+        """A state written outside a run, on the thread's row as a run's end writes it.
+        Refused while a run is active: that run records the thread when it ends."""
+        async with self._thread_locks[thread_id], self.engine.begin() as conn:
+            record = await self._owned_thread(conn, thread_id, owner, lock=True)
+            if await self._has_active_run(conn, thread_id):
+                raise busy(f"Thread {thread_id} has an active run; it records the state.")
+            record.values, record.interrupts, record.status = values, interrupts, status
+            record.updated_at = codec.now_utc()
+            await conn.execute(
+                THREAD_STAMP,
+                {
+                    "stamped_thread_id": thread_id,
+                    "values": values,
+                    "interrupts": interrupts,
+                    "status": status,
+                    "updated_at": record.updated_at,
+                },
+            )
+        return record
+
     async def delete_thread(
         self, thread_id: str, owner: str | None = None, auth: Filter = None
     ) -> list[str]:

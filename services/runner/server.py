@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
 
+import grpc
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
@@ -38,13 +39,20 @@ from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.persistence import open_checkpointer, open_store
 from waybill.services.runner.schema import check as check_schema
-from waybill.services.runner.state import EMPTY_STATE, snapshot_to_dict
+from waybill.services.runner.state import (
+    EMPTY_STATE,
+    snapshot_to_dict,
+    superstep_updates,
+    thread_record,
+    update_reply,
+)
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
 from waybill.services.runner.worker import Worker
 from waybill.v1 import (
     admission_pb2_grpc,
     delivery_pb2_grpc,
+    journal_pb2,
     journal_pb2_grpc,
     runner_pb2,
     runner_pb2_grpc,
@@ -58,6 +66,16 @@ def _thread_config(thread_id: str, checkpoint_id: str = "") -> dict[str, Any]:
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
     return {"configurable": configurable}
+
+
+def _checkpoint_config(request: Any) -> dict[str, Any]:
+    """The thread's config at the request's checkpoint: the namespace is always set
+    (LangGraph's writers need it), a subgraph's map of parent checkpoints when given."""
+    config = _thread_config(request.thread_id, request.checkpoint_id)
+    config["configurable"]["checkpoint_ns"] = request.checkpoint_ns
+    if request.checkpoint_map:
+        config["configurable"]["checkpoint_map"] = dict(request.checkpoint_map)
+    return config
 
 
 def _store_key(item: runner_pb2.StoreKey) -> str:
@@ -104,9 +122,10 @@ def _with_caller(config: dict[str, Any], user: AuthUser) -> RunnableConfig:
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
-    def __init__(self, graphs: GraphRegistry, store: RunnerStore) -> None:
+    def __init__(self, graphs: GraphRegistry, store: RunnerStore, peers: Peers) -> None:
         self.graphs = graphs
         self.store = store
+        self.peers = peers  # admission and the journal hear of state written outside runs
         # LangGraph's stores (and SimilarityStore) keep `index_config` when store.index is set.
         self.semantic = getattr(graphs.store, "index_config", None) is not None
 
@@ -139,7 +158,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def GetThreadState(self, request, context):  # type: ignore[no-untyped-def]
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
-        config = _thread_config(request.thread_id, request.checkpoint_id)
+        config = _checkpoint_config(request)
         if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
             raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
         async with self._graph(request.graph_id, "threads.read", context) as graph:
@@ -153,26 +172,52 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def UpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        config = _thread_config(request.thread_id, request.checkpoint_id)
+        config = _checkpoint_config(request)
         try:
             async with self._graph(request.graph_id, "threads.update", context) as graph:
                 written = await graph.aupdate_state(
                     config, codec.loads(request.values_json, None), as_node=request.as_node or None
                 )
+                state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
-            raise invalid(f"cannot update the state: {error}") from error
-        checkpoint = written.get("configurable") or {}
-        return runner_pb2.JsonReply(
-            json=codec.dumps(
-                {
-                    "checkpoint": {
-                        "thread_id": checkpoint.get("thread_id"),
-                        "checkpoint_ns": checkpoint.get("checkpoint_ns", ""),
-                        "checkpoint_id": checkpoint.get("checkpoint_id"),
-                    }
-                }
+            raise refused(str(error)) from error  # 400 "Node x does not exist", as the platform
+        await self._after_write(request.thread_id, state)
+        return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
+
+    @translate_errors
+    async def BulkUpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        config = _thread_config(request.thread_id)
+        config["configurable"]["checkpoint_ns"] = ""
+        updates = superstep_updates(codec.loads(request.supersteps_json, []))
+        try:
+            async with self._graph(request.graph_id, "threads.update", context) as graph:
+                written = await graph.abulk_update_state(config, updates)
+                state = snapshot_to_dict(await graph.aget_state(written))
+        except (InvalidUpdateError, ValueError) as error:
+            raise refused(str(error)) from error
+        await self._after_write(request.thread_id, state)
+        return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
+
+    async def _after_write(self, thread_id: str, state: dict[str, Any]) -> None:
+        """As LangGraph Platform does after update_state: the thread's record takes the
+        new state (values, interrupts, status), and its streams hear of it
+        (`state_update`). The state is written already: a peer away costs only these."""
+        try:
+            await self.peers.admission.RecordThreadState(
+                thread_record(thread_id, state), timeout=self.peers.rpc_timeout
             )
+        except grpc.aio.AioRpcError as error:
+            log.warning("thread %s: new state not recorded on the thread: %s", thread_id, error)
+        event = journal_pb2.RunEvent(
+            event="state_update", data=codec.dumps({"state": state, "thread_id": thread_id})
         )
+        try:
+            await self.peers.journal.Append(
+                journal_pb2.AppendRequest(run_id=codec.thread_log_id(thread_id), events=[event]),
+                timeout=self.peers.rpc_timeout,
+            )
+        except grpc.aio.AioRpcError as error:
+            log.warning("thread %s: state update not told to its streams: %s", thread_id, error)
 
     @translate_errors
     async def DeleteThreadState(self, request, context):  # type: ignore[no-untyped-def]
@@ -181,7 +226,15 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
         await self.graphs.checkpointer.adelete_thread(request.thread_id)
         await asyncio.to_thread(remove_workspace, request.thread_id)
+        # The thread's own log (its state updates) goes with its state.
+        thread_log = codec.thread_log_id(request.thread_id)
+        await self.peers.journal.Forget(journal_pb2.ForgetRequest(run_ids=[thread_log]))
         return runner_pb2.JsonReply(json=b"{}")
+
+    @translate_errors
+    async def PruneThreadState(self, request, context):  # type: ignore[no-untyped-def]
+        deleted = await self.store.keep_latest_checkpoints(request.thread_id)
+        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": deleted}))
 
     @translate_errors
     async def CopyThreadState(self, request, context):  # type: ignore[no-untyped-def]
@@ -219,9 +272,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             _store_key(request),
             refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
         )
-        if item is None:
-            raise not_found(f"No item {request.key!r} in namespace {list(request.namespace)}.")
-        return runner_pb2.JsonReply(json=codec.dumps(_item_to_dict(item)))
+        # A missing item is an answer, not an error: LangGraph Platform returns `null`.
+        found = None if item is None else _item_to_dict(item)
+        return runner_pb2.JsonReply(json=codec.dumps(found))
 
     @translate_errors
     async def StoreDelete(self, request, context):  # type: ignore[no-untyped-def]
@@ -262,7 +315,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             states = [
                 snapshot_to_dict(snapshot)
                 async for snapshot in graph.aget_state_history(
-                    {"configurable": {"thread_id": request.thread_id}},
+                    _checkpoint_config(request),
                     filter=codec.loads(request.filter_json, None),
                     before={"configurable": {"checkpoint_id": before}} if before else None,
                     limit=request.limit or 10,
@@ -351,7 +404,7 @@ async def main() -> None:
             work_health=work_health,
         )
         work = asyncio.create_task(worker.run_forever(), name="work-stream")
-        servicer = RunnerServicer(graphs, store)
+        servicer = RunnerServicer(graphs, store, worker.peers)
 
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)

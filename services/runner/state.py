@@ -4,16 +4,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import StateSnapshot
+from langgraph.types import Command, StateSnapshot, StateUpdate
+
+from waybill.common import codec
+from waybill.v1 import admission_pb2
 
 
 def _checkpoint(config: Any) -> dict[str, Any] | None:
-    if not config:
+    """A checkpoint's reference as LangGraph Platform writes it; a subgraph's carries
+    the map of its parents' checkpoints, which reading it again needs."""
+    configurable = (config or {}).get("configurable") or {}
+    if not configurable.get("thread_id") or not configurable.get("checkpoint_id"):
         return None
-    configurable = config.get("configurable") or {}
+    checkpoint = {
+        "checkpoint_id": configurable["checkpoint_id"],
+        "thread_id": configurable["thread_id"],
+        "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+    }
+    if "checkpoint_map" in configurable:
+        checkpoint["checkpoint_map"] = configurable["checkpoint_map"]
+    return checkpoint
+
+
+def _task_checkpoint(state: Any) -> dict[str, Any] | None:
+    """Where a subgraph task's own state lives, when it is not read inline
+    (`subgraphs=false`): LangGraph gives its config, the platform its configurable."""
+    if state is None or isinstance(state, StateSnapshot):
+        return None
+    return dict(state.get("configurable") or {})
+
+
+def update_reply(written: Any) -> dict[str, Any]:
+    """`update_state`'s answer: the new checkpoint, and the deprecated fields beside it."""
+    configurable = dict((written or {}).get("configurable") or {})
     return {
-        "thread_id": configurable.get("thread_id"),
-        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint": configurable,
+        "configurable": configurable,
         "checkpoint_id": configurable.get("checkpoint_id"),
     }
 
@@ -29,7 +55,7 @@ def snapshot_to_dict(snapshot: StateSnapshot) -> dict[str, Any]:
             "interrupts": [
                 {"value": i.value, "id": getattr(i, "id", None)} for i in task.interrupts
             ],
-            "checkpoint": None,
+            "checkpoint": _task_checkpoint(task.state),
             "state": snapshot_to_dict(task.state)
             if isinstance(task.state, StateSnapshot)
             else None,
@@ -44,7 +70,7 @@ def snapshot_to_dict(snapshot: StateSnapshot) -> dict[str, Any]:
         "metadata": snapshot.metadata or {},
         "created_at": snapshot.created_at,
         "checkpoint": checkpoint,
-        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "checkpoint_id": (snapshot.config or {}).get("configurable", {}).get("checkpoint_id"),
         "parent_checkpoint": _checkpoint(snapshot.parent_config),
         "parent_checkpoint_id": (
             (snapshot.parent_config or {}).get("configurable", {}).get("checkpoint_id")
@@ -55,11 +81,12 @@ def snapshot_to_dict(snapshot: StateSnapshot) -> dict[str, Any]:
     }
 
 
+# A thread no run has written yet, as LangGraph Platform answers it (metadata null).
 EMPTY_STATE: dict[str, Any] = {
     "values": {},
     "next": [],
     "tasks": [],
-    "metadata": {},
+    "metadata": None,
     "created_at": None,
     "checkpoint": None,
     "checkpoint_id": None,
@@ -67,3 +94,30 @@ EMPTY_STATE: dict[str, Any] = {
     "parent_checkpoint_id": None,
     "interrupts": [],
 }
+
+
+def superstep_updates(supersteps: list[dict[str, Any]]) -> list[list[StateUpdate]]:
+    """LangGraph Platform's supersteps (thread creation's `supersteps`) as LangGraph's
+    bulk updates: each update's `command` if it has one, else its `values`."""
+    return [[_state_update(update) for update in step["updates"]] for step in supersteps]
+
+
+def _state_update(update: dict[str, Any]) -> StateUpdate:
+    command = update.get("command")
+    if command:
+        values: Any = Command(update=command.get("update"), goto=command.get("goto") or ())
+    else:
+        values = update.get("values")
+    return StateUpdate(values, update.get("as_node"))
+
+
+def thread_record(thread_id: str, state: dict[str, Any]) -> admission_pb2.RecordThreadStateRequest:
+    """What a state written outside a run leaves on the thread's record, as LangGraph
+    Platform sets it: `interrupted` while nodes are still to run, else `idle`."""
+    interrupts = {task["id"]: task["interrupts"] for task in state["tasks"] if task["interrupts"]}
+    return admission_pb2.RecordThreadStateRequest(
+        thread_id=thread_id,
+        values_json=codec.dumps(state["values"]),
+        interrupts_json=codec.dumps(interrupts),
+        status="interrupted" if state["next"] else "idle",
+    )

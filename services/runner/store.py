@@ -1,6 +1,6 @@
 """The runner's own rows, kept beside LangGraph's checkpoints in the same database:
-the fence that says which epoch may write a run's checkpoints, and the deletion
-of one run's checkpoints for a rollback."""
+the fence that says which epoch may write a run's checkpoints, the deletion
+of one run's checkpoints for a rollback, and a thread's copy and prune."""
 
 from __future__ import annotations
 
@@ -75,6 +75,19 @@ class RunnerStore:
             )
         return int(result.rowcount or 0)
 
+    async def keep_latest_checkpoints(self, thread_id: str) -> int:
+        """Delete all but the newest checkpoint of each namespace of the thread, with
+        the pending writes of those deleted (and, on Postgres, the channel values no
+        kept checkpoint refers to). Checkpoint ids sort by time, as LangGraph reads them."""
+        writes_table = "checkpoint_writes" if self.is_postgres else "writes"
+        params = {"thread_id": thread_id}
+        async with self.engine.begin() as conn:
+            for table in (writes_table, "checkpoints"):
+                result = await conn.execute(text(_OLDER_THAN_NEWEST.format(table=table)), params)
+            if self.is_postgres:
+                await conn.execute(text(_UNREFERENCED_BLOBS), params)
+        return int(result.rowcount or 0)
+
     async def copy_thread_checkpoints(self, source: str, target: str) -> int:
         """Copy a thread's checkpoints (and writes, and blobs) under a new thread id."""
         tables = POSTGRES_CHECKPOINT_TABLES if self.is_postgres else SQLITE_CHECKPOINT_TABLES
@@ -93,6 +106,22 @@ class RunnerStore:
                     copied = int(result.rowcount or 0)
         return copied
 
+
+# Rows of `table` older than the newest checkpoint of their thread and namespace.
+_OLDER_THAN_NEWEST = (
+    "DELETE FROM {table} WHERE thread_id = :thread_id AND checkpoint_id < ("
+    "SELECT MAX(newest.checkpoint_id) FROM checkpoints newest "
+    "WHERE newest.thread_id = {table}.thread_id "
+    "AND newest.checkpoint_ns = {table}.checkpoint_ns)"
+)
+# Postgres keeps channel values apart, by version: those no checkpoint names any more.
+_UNREFERENCED_BLOBS = (
+    "DELETE FROM checkpoint_blobs WHERE thread_id = :thread_id AND NOT EXISTS ("
+    "SELECT 1 FROM checkpoints kept WHERE kept.thread_id = checkpoint_blobs.thread_id "
+    "AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+    "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
+    "= checkpoint_blobs.version)"
+)
 
 # LangGraph's checkpoint tables, by backend: every column but thread_id.
 CHECKPOINT_COLUMNS = (

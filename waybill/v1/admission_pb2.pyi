@@ -31,6 +31,18 @@ class PatchThreadRequest(_message.Message):
     metadata_json: bytes
     def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ...) -> None: ...
 
+class RecordThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id", "values_json", "interrupts_json", "status")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    values_json: bytes
+    interrupts_json: bytes
+    status: str
+    def __init__(self, thread_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., status: _Optional[str] = ...) -> None: ...
+
 class DeleteThreadRequest(_message.Message):
     __slots__ = ("thread_id",)
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]

@@ -50,6 +50,11 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.PatchThreadRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_common__pb2.Thread.FromString,
                 _registered_method=True)
+        self.RecordThreadState = channel.unary_unary(
+                '/waybill.v1.Admission/RecordThreadState',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.RecordThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_common__pb2.Thread.FromString,
+                _registered_method=True)
         self.DeleteThread = channel.unary_unary(
                 '/waybill.v1.Admission/DeleteThread',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.DeleteThreadRequest.SerializeToString,
@@ -211,6 +216,15 @@ class AdmissionServicer:
 
     def PatchThread(self, request, context):
         """Merge metadata into a thread. NOT_FOUND when unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordThreadState(self, request, context):
+        """Record what a state written outside a run (update_state, supersteps) left the
+        thread: its values, pending interrupts and status, as a run's end records them.
+        NOT_FOUND when unknown; ABORTED while one of its runs is pending or running.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -451,6 +465,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.PatchThreadRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_common__pb2.Thread.SerializeToString,
             ),
+            'RecordThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordThreadState,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.RecordThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_common__pb2.Thread.SerializeToString,
+            ),
             'DeleteThread': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteThread,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.DeleteThreadRequest.FromString,
@@ -672,6 +691,33 @@ class Admission:
             target,
             '/waybill.v1.Admission/PatchThread',
             waybill_dot_v1_dot_admission__pb2.PatchThreadRequest.SerializeToString,
+            waybill_dot_v1_dot_common__pb2.Thread.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/RecordThreadState',
+            waybill_dot_v1_dot_admission__pb2.RecordThreadStateRequest.SerializeToString,
             waybill_dot_v1_dot_common__pb2.Thread.FromString,
             options,
             channel_credentials,

@@ -7,30 +7,68 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetThreadStateRequest(_message.Message):
-    __slots__ = ("thread_id", "graph_id", "subgraphs", "checkpoint_id")
+    __slots__ = ("thread_id", "graph_id", "subgraphs", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
+    class CheckpointMapEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     SUBGRAPHS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_MAP_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     graph_id: str
     subgraphs: bool
     checkpoint_id: str
-    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., subgraphs: _Optional[bool] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+    checkpoint_ns: str
+    checkpoint_map: _containers.ScalarMap[str, str]
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., subgraphs: _Optional[bool] = ..., checkpoint_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_map: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UpdateThreadStateRequest(_message.Message):
-    __slots__ = ("thread_id", "graph_id", "values_json", "as_node", "checkpoint_id")
+    __slots__ = ("thread_id", "graph_id", "values_json", "as_node", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
+    class CheckpointMapEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
     AS_NODE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_MAP_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     graph_id: str
     values_json: bytes
     as_node: str
     checkpoint_id: str
-    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., as_node: _Optional[str] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
+    checkpoint_ns: str
+    checkpoint_map: _containers.ScalarMap[str, str]
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., values_json: _Optional[bytes] = ..., as_node: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_map: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class BulkUpdateThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id", "graph_id", "supersteps_json")
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    SUPERSTEPS_JSON_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    graph_id: str
+    supersteps_json: bytes
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., supersteps_json: _Optional[bytes] = ...) -> None: ...
+
+class PruneThreadStateRequest(_message.Message):
+    __slots__ = ("thread_id",)
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    thread_id: str
+    def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
 
 class DeleteThreadStateRequest(_message.Message):
     __slots__ = ("thread_id",)
@@ -99,18 +137,31 @@ class StoreListNamespacesRequest(_message.Message):
     def __init__(self, prefix: _Optional[_Iterable[str]] = ..., suffix: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class GetThreadHistoryRequest(_message.Message):
-    __slots__ = ("thread_id", "graph_id", "limit", "filter_json", "before")
+    __slots__ = ("thread_id", "graph_id", "limit", "filter_json", "before", "checkpoint_ns", "checkpoint_map", "checkpoint_id")
+    class CheckpointMapEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     BEFORE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_MAP_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     graph_id: str
     limit: int
     filter_json: bytes
     before: str
-    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., limit: _Optional[int] = ..., filter_json: _Optional[bytes] = ..., before: _Optional[str] = ...) -> None: ...
+    checkpoint_ns: str
+    checkpoint_map: _containers.ScalarMap[str, str]
+    checkpoint_id: str
+    def __init__(self, thread_id: _Optional[str] = ..., graph_id: _Optional[str] = ..., limit: _Optional[int] = ..., filter_json: _Optional[bytes] = ..., before: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_map: _Optional[_Mapping[str, str]] = ..., checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class GetStatsRequest(_message.Message):
     __slots__ = ()

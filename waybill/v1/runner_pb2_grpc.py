@@ -44,6 +44,11 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.BulkUpdateThreadState = channel.unary_unary(
+                '/waybill.v1.Runner/BulkUpdateThreadState',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.BulkUpdateThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
         self.DeleteThreadState = channel.unary_unary(
                 '/waybill.v1.Runner/DeleteThreadState',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.DeleteThreadStateRequest.SerializeToString,
@@ -52,6 +57,11 @@ class RunnerStub:
         self.CopyThreadState = channel.unary_unary(
                 '/waybill.v1.Runner/CopyThreadState',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+                _registered_method=True)
+        self.PruneThreadState = channel.unary_unary(
+                '/waybill.v1.Runner/PruneThreadState',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.PruneThreadStateRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
         self.StorePut = channel.unary_unary(
@@ -124,6 +134,15 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BulkUpdateThreadState(self, request, context):
+        """Apply supersteps of updates to a thread's state, each superstep's updates as
+        if written in one step (LangGraph's bulk_update_state); answers as
+        UpdateThreadState does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteThreadState(self, request, context):
         """Delete every checkpoint of a thread and its workspace directory (after
         admission deleted the thread).
@@ -139,6 +158,15 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PruneThreadState(self, request, context):
+        """Delete every checkpoint of a thread but the newest of each namespace (and the
+        pending writes and values only the deleted ones held): LangGraph Platform's
+        prune `keep_latest`. Answers {"checkpoints": how many were deleted}.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StorePut(self, request, context):
         """The long-term store (LangGraph BaseStore) shared by every graph.
         """
@@ -147,7 +175,8 @@ class RunnerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StoreGet(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The item as JSON, or JSON `null` when the namespace holds no such key.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -219,6 +248,11 @@ def add_RunnerServicer_to_server(servicer, server):
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.UpdateThreadStateRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
+            'BulkUpdateThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.BulkUpdateThreadState,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.BulkUpdateThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
             'DeleteThreadState': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteThreadState,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.DeleteThreadStateRequest.FromString,
@@ -227,6 +261,11 @@ def add_RunnerServicer_to_server(servicer, server):
             'CopyThreadState': grpc.unary_unary_rpc_method_handler(
                     servicer.CopyThreadState,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'PruneThreadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneThreadState,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.PruneThreadStateRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
             ),
             'StorePut': grpc.unary_unary_rpc_method_handler(
@@ -345,6 +384,33 @@ class Runner:
             _registered_method=True)
 
     @staticmethod
+    def BulkUpdateThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/BulkUpdateThreadState',
+            waybill_dot_v1_dot_runner__pb2.BulkUpdateThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def DeleteThreadState(request,
             target,
             options=(),
@@ -387,6 +453,33 @@ class Runner:
             target,
             '/waybill.v1.Runner/CopyThreadState',
             waybill_dot_v1_dot_runner__pb2.CopyThreadStateRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneThreadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/PruneThreadState',
+            waybill_dot_v1_dot_runner__pb2.PruneThreadStateRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
             options,
             channel_credentials,
