@@ -32,6 +32,7 @@ from waybill.gateway.routes import (
     run_events,
     runs,
     store,
+    thread_commands,
     threads,
 )
 
@@ -91,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     guarded = [Depends(authorize)]
     routers = (
         threads.router,
+        thread_commands.router,
         runs.router,
         run_events.router,
         deliveries.router,
@@ -102,6 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in routers:
         app.include_router(router, dependencies=guarded)
+    # Only refuses (the protocol's WebSocket transport is not served): nothing to guard.
+    app.include_router(thread_commands.websocket_router)
     # Chat platforms authenticate with their own signatures, checked by the service.
     app.include_router(channels.router, dependencies=[Depends(platform_signed)])
     project_http.apply(app, user_app, http)

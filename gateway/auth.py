@@ -75,6 +75,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", f"{THREAD}/state/{{checkpoint_id}}"): "threads:read",
     ("POST", f"{THREAD}/state/checkpoint"): "threads:read",
     ("GET", f"{THREAD}/stream"): "threads:read",
+    ("POST", f"{THREAD}/commands"): "runs:create",
+    ("POST", f"{THREAD}/stream/events"): "threads:read",
     ("POST", "/threads/prune"): "threads:delete",
     ("POST", f"{THREAD}/state"): "threads:write",
     ("POST", f"{THREAD}/history"): "threads:read",

@@ -1,0 +1,126 @@
+"""A thread's protocol event stream (`POST /threads/{tid}/stream/events`).
+
+As on LangGraph Platform, each connection replays the thread's runs from the
+first (oldest first, one after another, as they ran), then follows new ones for
+as long as the client stays; its filter and `since` choose what is sent. The
+events come from the journal (see thread_protocol.py), so any gateway replica
+serves the same numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+
+import grpc
+
+from waybill.common import codec
+from waybill.common.journal_reading import journal_batches
+from waybill.gateway.thread_protocol import EventFilter, Numbering, RunEvents
+from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2, journal_pb2_grpc
+
+# How often the stream asks admission for runs it has not read yet.
+NEW_RUN_POLL_SECONDS = 0.5
+RUN_PAGE = 100
+# How long a run's record may lag behind the end of its log.
+FINAL_STATUS_SECONDS = 5.0
+ACTIVE = (common_pb2.RUN_STATUS_PENDING, common_pb2.RUN_STATUS_RUNNING)
+
+
+def sse_frame(event: dict[str, object]) -> bytes:
+    """`event:` the method, `data:` the event, `id:` its seq, as the reference sends them."""
+    return b"event: %s\ndata: %s\nid: %d\n\n" % (
+        str(event["method"]).encode(),
+        codec.dumps(event),
+        int(event["seq"]),  # type: ignore[call-overload]
+    )
+
+
+class ThreadEvents:
+    """One connection's events of one thread."""
+
+    def __init__(
+        self,
+        admission: admission_pb2_grpc.AdmissionStub,
+        journal: journal_pb2_grpc.JournalStub,
+        thread_id: str,
+        event_filter: EventFilter,
+        since: int | None,
+    ) -> None:
+        self.admission = admission
+        self.journal = journal
+        self.thread_id = thread_id
+        self.filter = event_filter
+        self.since = since if since is not None else 0
+        self.numbering = Numbering()
+        self.read: set[str] = set()
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        """Every run's events in turn; the stream ends only if admission cannot list
+        the thread's runs any more (the thread deleted)."""
+        while True:
+            try:
+                runs = await self._unread_runs()
+            except grpc.aio.AioRpcError:
+                return
+            for run in runs:
+                self.read.add(run.run_id)
+                async for events in self._run_events(run):
+                    chunk = self._wanted(events)
+                    if chunk:
+                        yield chunk
+            if not runs:
+                await asyncio.sleep(NEW_RUN_POLL_SECONDS)
+
+    def _wanted(self, events: Iterable[dict[str, object]]) -> bytes:
+        return b"".join(
+            sse_frame(event)
+            for event in events
+            if int(event["seq"]) > self.since and self.filter.passes(event)  # type: ignore[call-overload,arg-type]
+        )
+
+    async def _unread_runs(self) -> list[common_pb2.Run]:
+        """The thread's runs not read yet, oldest first."""
+        found: list[common_pb2.Run] = []
+        offset = 0
+        while True:
+            reply = await self.admission.ListRuns(
+                admission_pb2.ListRunsRequest(
+                    thread_id=self.thread_id, limit=RUN_PAGE, offset=offset
+                )
+            )
+            found.extend(run for run in reply.runs if run.run_id not in self.read)
+            if len(reply.runs) < RUN_PAGE:
+                break
+            offset += RUN_PAGE
+        return sorted(found, key=lambda run: (run.created_at, run.run_id))
+
+    async def _run_events(self, run: common_pb2.Run) -> AsyncIterator[list[dict[str, object]]]:
+        """The run's protocol events, batch by batch, its end included. A run whose
+        events are gone (deleted, expired) is told as it was recorded."""
+        translated = RunEvents(run.run_id, run.graph_id or run.assistant_id, self.numbering)
+        yield translated.started()
+        try:
+            async for batch in journal_batches(self.journal, run.run_id, 0):
+                yield [
+                    event
+                    for item in batch
+                    for event in translated.translate(item.event, item.seq, item.data)
+                ]
+        except grpc.aio.AioRpcError:
+            pass
+        yield translated.finished(await self._final_status(run))
+
+    async def _final_status(self, run: common_pb2.Run) -> str:
+        """The run's status once its log ended (its record is written just after)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FINAL_STATUS_SECONDS
+        request = admission_pb2.GetRunRequest(thread_id=run.thread_id, run_id=run.run_id)
+        while True:
+            try:
+                current = await self.admission.GetRun(request)
+            except grpc.aio.AioRpcError:
+                return "success"  # deleted since: its log is what there is
+            if current.status not in ACTIVE or loop.time() >= deadline:
+                return codec.RUN_STATUS_NAMES.get(current.status, "success")
+            await asyncio.sleep(0.1)
