@@ -172,7 +172,7 @@ class RunEvents:
         method, _, rest = name.partition("|")
         namespace = rest.split("|") if rest else []
         event_id = f"{self.run_id}:{seq}"
-        if method == "metadata" or self.ended:
+        if method == "metadata":
             return []
         if method == "error":
             return self._failed(codec.loads(data, {}), event_id)
@@ -185,6 +185,8 @@ class RunEvents:
     def _failed(self, error: Any, event_id: str) -> list[dict[str, Any]]:
         message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
         events = self._close_messages(event_id)
+        if self.ended:
+            return events
         self.ended = True
         return [*events, self.lifecycle("failed", message)]
 

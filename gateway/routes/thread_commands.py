@@ -218,6 +218,8 @@ async def pending_interrupt_ids(request: Request, thread_id: str) -> set[str]:
             )
         )
     except HTTPException as refused:
+        if refused.status_code == 404:  # no run ever made it: none to answer
+            raise ProtocolError("no_such_run", str(refused.detail)) from None
         raise refusal(refused) from None
     interrupts = codec.thread_to_dict(thread)["interrupts"]
     return {
