@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import grpc
 
@@ -27,12 +28,12 @@ FINAL_STATUS_SECONDS = 5.0
 ACTIVE = (common_pb2.RUN_STATUS_PENDING, common_pb2.RUN_STATUS_RUNNING)
 
 
-def sse_frame(event: dict[str, object]) -> bytes:
+def sse_frame(event: dict[str, Any]) -> bytes:
     """`event:` the method, `data:` the event, `id:` its seq, as the reference sends them."""
     return b"event: %s\ndata: %s\nid: %d\n\n" % (
         str(event["method"]).encode(),
         codec.dumps(event),
-        int(event["seq"]),  # type: ignore[call-overload]
+        event["seq"],
     )
 
 
@@ -72,11 +73,11 @@ class ThreadEvents:
             if not runs:
                 await asyncio.sleep(NEW_RUN_POLL_SECONDS)
 
-    def _wanted(self, events: Iterable[dict[str, object]]) -> bytes:
+    def _wanted(self, events: Iterable[dict[str, Any]]) -> bytes:
         return b"".join(
             sse_frame(event)
             for event in events
-            if int(event["seq"]) > self.since and self.filter.passes(event)  # type: ignore[call-overload,arg-type]
+            if event["seq"] > self.since and self.filter.passes(event)
         )
 
     async def _unread_runs(self) -> list[common_pb2.Run]:
@@ -95,7 +96,7 @@ class ThreadEvents:
             offset += RUN_PAGE
         return sorted(found, key=lambda run: (run.created_at, run.run_id))
 
-    async def _run_events(self, run: common_pb2.Run) -> AsyncIterator[list[dict[str, object]]]:
+    async def _run_events(self, run: common_pb2.Run) -> AsyncIterator[list[dict[str, Any]]]:
         """The run's protocol events, batch by batch, its end included. A run whose
         events are gone (deleted, expired) is told as it was recorded."""
         translated = RunEvents(run.run_id, run.graph_id or run.assistant_id, self.numbering)

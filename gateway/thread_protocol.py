@@ -149,7 +149,7 @@ class RunEvents:
         data: dict[str, Any] = {"event": status, "graph_name": self.graph_name}
         if error is not None:
             data["error"] = error
-        return self.event("lifecycle", [], data, f"synth:{self.run_id}:lc::{status}")
+        return self.event("lifecycle", [], data, f"synth:{self.run_id}:lc||{status}")
 
     # ---- a run's start and end ------------------------------------------------------
 
@@ -220,7 +220,8 @@ class RunEvents:
             if request["interrupt_id"] in self.interrupts:
                 continue
             self.interrupts.add(request["interrupt_id"])
-            synth = f"synth:{self.run_id}:input:{':'.join(namespace)}:{request['interrupt_id']}"
+            key = "\0".join(namespace)  # the reference's namespace key
+            synth = f"synth:{self.run_id}:input|{key}|{request['interrupt_id']}"
             events.append(self.event("input.requested", namespace, request, synth))
         if events and not self.ended:
             self.ended = True

@@ -194,6 +194,33 @@ async def test_a_failing_run_ends_failed_with_its_error(http: httpx.AsyncClient)
     assert "action" in events[-1]["params"]["data"]["error"]
 
 
+async def test_namespaces_and_depth_choose_a_subgraphs_events(http: httpx.AsyncClient) -> None:
+    thread_id = str(uuid.uuid4())
+    start = {"assistant_id": "nested", "input": {"notes": []}}
+    assert (await command(http, thread_id, "run.start", start)).json()["type"] == "success"
+    everything = await until_run_ends(http, thread_id, {"channels": ["values", "lifecycle"]})
+    namespaces = {tuple(e["params"]["namespace"]) for e in everything if e["method"] == "values"}
+    [inner] = [namespace for namespace in namespaces if namespace]
+    assert inner[0].startswith("writer:")  # the subgraph's node, then its task id
+    scoped = {"channels": ["values", "lifecycle"], "namespaces": [["writer"]], "depth": 0}
+    events = [e async for e in first_events(http, thread_id, scoped, 2)]
+    assert [e["params"]["namespace"] for e in events] == [list(inner)] * 2
+    root_only = {"channels": ["values"], "namespaces": [[]], "depth": 0}
+    events = [e async for e in first_events(http, thread_id, root_only, 3)]
+    assert all(e["params"]["namespace"] == [] for e in events)
+    assert events[-1]["params"]["data"]["notes"] == ["drafted", "reviewed"]
+
+
+async def first_events(
+    http: httpx.AsyncClient, thread_id: str, body: dict[str, Any], count: int
+) -> AsyncIterator[dict[str, Any]]:
+    async for event in protocol_events(http, thread_id, body):
+        yield event
+        count -= 1
+        if count == 0:
+            return
+
+
 # ---- refusals --------------------------------------------------------------------------------
 
 

@@ -88,8 +88,7 @@ async def read_command(request: Request) -> Command | Response:
         or not isinstance(payload.get("method"), str)
     ):
         message = "Protocol commands must include an integer id and string method."
-        shown_id = command_id if isinstance(command_id, int) else None
-        return JSONResponse(error_envelope(shown_id, "invalid_argument", message), 400)
+        return JSONResponse(error_envelope(command_id, "invalid_argument", message), 400)
     return payload
 
 
@@ -102,7 +101,7 @@ def params_of(command: Command) -> dict[str, Any]:
     return params
 
 
-def error_envelope(command_id: int | None, code: str, message: str) -> dict[str, Any]:
+def error_envelope(command_id: Any, code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "id": command_id, "error": code, "message": message}
 
 
@@ -275,7 +274,11 @@ def read_filter(body: dict[str, Any]) -> EventFilter:
     channels = body.get("channels")
     if not isinstance(channels, list) or not channels:
         raise HTTPException(400, "channels is required and must be a non-empty array")
-    unknown = [repr(channel) for channel in channels if not is_channel(channel)]
+    unknown = [
+        channel if isinstance(channel, str) else repr(channel)
+        for channel in channels
+        if not is_channel(channel)
+    ]
     if unknown:
         raise HTTPException(
             400,
