@@ -12,7 +12,9 @@ LangGraph Platform's event-streaming session does:
 - `__interrupt__` (in `values` or `updates`) becomes `input.requested`
   `{interrupt_id, payload}` and the root `lifecycle` `interrupted`;
 - each message's token tuples become `message-start`, a text content block
-  (`content-block-start`, `-delta`…, `-finish`) and `message-finish`.
+  (`content-block-start`, `-delta`…, `-finish`) and `message-finish`;
+- a step's messages give the `tools` channel: its AI tool calls `tool-started`,
+  its tool messages `tool-finished` (or `tool-error`).
 
 `seq` numbers every event of the thread, in order, before any filter: a client
 that comes back with `since` gets the same numbers again, so only what it missed.
@@ -204,7 +206,12 @@ class RunEvents:
             requests, _ = without_interrupts(payload)
             return events + self._input_requested(namespace, requests, event_id)
         node, values = node_and_values(payload)
-        return [*events, self.event("updates", namespace, values, event_id, node=node)]
+        events.append(self.event("updates", namespace, values, event_id, node=node))
+        ids = EventIds(event_id)
+        ids.next()  # the update's own
+        for data in tool_events(values):
+            events.append(self.event("tools", namespace, data, ids.next(), node=node))
+        return events
 
     def _custom(self, namespace: list[str], payload: Any, event_id: str) -> list[dict[str, Any]]:
         return [self.event("custom", namespace, {"payload": payload}, event_id)]
@@ -341,6 +348,43 @@ def node_and_values(payload: Any) -> tuple[str | None, dict[str, Any]]:
         node, values = next(iter(payload.items()))
         return node, values if isinstance(values, dict) else {"value": values}
     return None, payload if isinstance(payload, dict) else {"value": payload}
+
+
+def tool_events(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `tools` channel, from a step's messages (Waybill's runs do not stream tool
+    execution itself): an AI message's tool calls start, each tool message finishes
+    its call (`tool-error` when its status says so)."""
+    messages = values.get("messages")
+    events: list[dict[str, Any]] = []
+    for message in messages if isinstance(messages, list) else [messages]:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                events.append(tool_started(call))
+        if message.get("type") == "tool" and isinstance(message.get("tool_call_id"), str):
+            events.append(tool_ended(message))
+    return events
+
+
+def tool_started(call: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "event": "tool-started",
+        "tool_call_id": call["id"],
+        "tool_name": str(call.get("name") or ""),
+        "input": call.get("args"),
+    }
+
+
+def tool_ended(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("status") == "error":
+        message_text = text_of(message.get("content")) or "Tool call errored"
+        return {
+            "event": "tool-error",
+            "tool_call_id": message["tool_call_id"],
+            "message": message_text,
+        }
+    return {"event": "tool-finished", "tool_call_id": message["tool_call_id"], "output": message}
 
 
 def message_start(message: dict[str, Any], message_id: str, metadata: Any) -> dict[str, Any]:

@@ -95,6 +95,19 @@ async def test_messages_stream_each_ai_message_token_by_token(client: LangGraphC
     assert texts == [output["values"]["messages"][-1]["content"]]
 
 
+async def test_tool_calls_start_and_finish_with_the_tools_output(
+    client: LangGraphClient,
+) -> None:
+    async with client.threads.stream(assistant_id="lead_agent") as session:
+        await session.run.start(input=says('/tool add {"a": 2, "b": 40}'))
+        # The projection feeds each call as it is iterated: await them after.
+        [call] = [call async for call in session.tool_calls]
+        output = await asyncio.wait_for(call.output, 5)
+    assert (call.name, call.input) == ("add", {"a": 2, "b": 40})
+    assert output["type"] == "tool" and output["content"] == "42.0"
+    assert output["tool_call_id"] == call.tool_call_id
+
+
 async def test_an_interrupt_is_answered_with_run_respond(client: LangGraphClient) -> None:
     async with client.threads.stream(assistant_id="approval") as session:
         await session.run.start(input={"action": "deploy"})
