@@ -393,6 +393,27 @@ async def test_runs_are_isolated(
     assert len(await alice.runs.list(thread_id)) == 3  # bob started nothing
 
 
+async def test_thread_stream_sessions_go_through_the_handlers(
+    alice: LangGraphClient, bob: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    async with alice.threads.stream(assistant_id="echo") as session:
+        await session.run.start(input={"text": "streamed"})
+        await session.output.with_timeout(30)
+    thread_id = session.thread_id
+    thread = await alice.threads.get(thread_id)  # created by run.start, as alice's
+    assert thread["metadata"]["owner"] == "alice"
+    async with bob.threads.stream(thread_id, assistant_id="echo") as intruder:
+        with pytest.raises(RuntimeError, match="Protocol error"):
+            await intruder.run.start(input={"text": "intrude"})
+    reply = await http.post(
+        f"/threads/{thread_id}/stream/events",
+        json={"channels": ["values"]},
+        headers=bearer("bob-token"),
+    )
+    assert reply.status_code == 404
+    assert len(await alice.runs.list(thread_id)) == 1  # bob started nothing
+
+
 async def test_cancel_is_the_owners_alone(alice: LangGraphClient, bob: LangGraphClient) -> None:
     thread_id = (await alice.threads.create())["thread_id"]
     run = await alice.runs.create(thread_id, "echo", input={"text": "slow one"})

@@ -126,6 +126,23 @@ async def test_an_interrupt_is_answered_with_run_respond(client: LangGraphClient
     assert (await client.threads.get(session.thread_id))["interrupts"] == {}
 
 
+async def test_run_start_on_a_paused_thread_answers_its_interrupt(
+    client: LangGraphClient,
+) -> None:
+    async with client.threads.stream(assistant_id="approval") as session:
+        await session.run.start(input={"action": "ship"})
+        for _ in range(300):
+            if session.interrupted:
+                break
+            await asyncio.sleep(0.1)
+        assert session.interrupted
+        await session.run.start(input="no")
+        output = await session.output.with_timeout(30)
+    assert output["decision"] == "ship: no"
+    [run, _] = await client.runs.list(session.thread_id)
+    assert run["kwargs"]["command"] == {"resume": "no"} and run["kwargs"]["input"] is None
+
+
 async def test_a_command_the_server_does_not_know_is_a_protocol_error(
     client: LangGraphClient,
 ) -> None:

@@ -116,19 +116,34 @@ def refusal(error: HTTPException) -> ProtocolError:
 
 async def run_start(request: Request, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """A run on the thread, which is created if it does not exist (as LangGraph
-    Platform does: the SDK mints the thread id and sends nothing else)."""
+    Platform does: the SDK mints the thread id and sends nothing else). On a thread
+    paused by an interrupt, the input is the answer (`Command(resume=input)`)."""
     assistant_id = params.get("assistant_id")
     if not isinstance(assistant_id, str) or not assistant_id:
         raise ProtocolError("invalid_argument", "run.start requires an assistant_id.")
+    given = params.get("input")
+    resumes = given is not None and bool(await interrupts_if_any(request, thread_id))
     body = protocol_run(
         assistant_id=assistant_id,
-        input=params.get("input"),
+        input=None if resumes else given,
+        command={"resume": given} if resumes else None,
         config=params.get("config"),
         metadata=params.get("metadata"),
         multitask_strategy=multitask_strategy(params),
         if_not_exists="create",
     )
     return {"run_id": await started_run_id(request, thread_id, body)}
+
+
+async def interrupts_if_any(request: Request, thread_id: str) -> set[str]:
+    """The thread's pending interrupts (none for a thread not made yet): an input
+    given while some wait answers them, as the reference reads `run.start`."""
+    try:
+        return await pending_interrupt_ids(request, thread_id)
+    except ProtocolError as refused:
+        if refused.code == "no_such_run":
+            return set()
+        raise
 
 
 def multitask_strategy(params: dict[str, Any]) -> str:
