@@ -90,7 +90,11 @@ class ThreadEvents:
                     thread_id=self.thread_id, limit=RUN_PAGE, offset=offset
                 )
             )
-            found.extend(run for run in reply.runs if run.run_id not in self.read)
+            found.extend(
+                run
+                for run in reply.runs
+                if run.run_id not in self.read and not codec.rolling_back(run)
+            )
             if len(reply.runs) < RUN_PAGE:
                 break
             offset += RUN_PAGE
@@ -98,7 +102,7 @@ class ThreadEvents:
 
     async def _run_events(self, run: common_pb2.Run) -> AsyncIterator[list[dict[str, Any]]]:
         """The run's protocol events, batch by batch, its end included. A run whose
-        events are gone (deleted, expired) is told as it was recorded."""
+        events are gone (expired) is told by its start and its status."""
         translated = RunEvents(run.run_id, run.graph_id or run.assistant_id, self.numbering)
         yield translated.started()
         try:
@@ -112,8 +116,9 @@ class ThreadEvents:
             pass
         yield translated.finished(await self._final_status(run))
 
-    async def _final_status(self, run: common_pb2.Run) -> str:
-        """The run's status once its log ended (its record is written just after)."""
+    async def _final_status(self, run: common_pb2.Run) -> str | None:
+        """The run's status once its log ended (its record is written just after);
+        None for a run deleted meanwhile."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FINAL_STATUS_SECONDS
         request = admission_pb2.GetRunRequest(thread_id=run.thread_id, run_id=run.run_id)
@@ -121,7 +126,7 @@ class ThreadEvents:
             try:
                 current = await self.admission.GetRun(request)
             except grpc.aio.AioRpcError:
-                return "success"  # deleted since: its log is what there is
+                return None
             if current.status not in ACTIVE or loop.time() >= deadline:
                 return codec.RUN_STATUS_NAMES.get(current.status, "success")
             await asyncio.sleep(0.1)

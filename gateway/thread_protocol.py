@@ -107,6 +107,7 @@ class Numbering:
 class OpenMessage:
     """A message whose tokens are still coming."""
 
+    namespace: list[str]
     text: str = ""
     started_block: bool = False
 
@@ -158,11 +159,12 @@ class RunEvents:
     def started(self) -> list[dict[str, Any]]:
         return [self.lifecycle("running")]
 
-    def finished(self, run_status: str) -> list[dict[str, Any]]:
+    def finished(self, run_status: str | None) -> list[dict[str, Any]]:
         """The run's end, once its log ended: open messages closed, then its status
-        (`interrupted` was sent already if an interrupt paused it)."""
+        (`interrupted` was sent already if an interrupt paused it; a run deleted
+        since, as a rollback deletes it, has none to tell)."""
         events = self._close_messages(f"synth:{self.run_id}:end")
-        if self.ended:
+        if self.ended or run_status is None:
             return events
         self.ended = True
         status = RUN_STATUS_LIFECYCLE.get(run_status, "completed")
@@ -246,12 +248,12 @@ class RunEvents:
         ids = EventIds(event_id)
         events = []
         if message_id not in self.open_messages:
-            self.open_messages[message_id] = OpenMessage()
+            self.open_messages[message_id] = OpenMessage(namespace)
             start = message_start(message, message_id, metadata)
             events.append(self.event("messages", namespace, start, ids.next()))
         events += self._text(namespace, message_id, text_of(message.get("content")), ids)
         if is_last_chunk(message):
-            events += self._finish_message(namespace, message_id, ids)
+            events += self._finish_message(message_id, ids)
         return events
 
     def _text(
@@ -270,10 +272,9 @@ class RunEvents:
         events.append(self.event("messages", namespace, delta, ids.next()))
         return events
 
-    def _finish_message(
-        self, namespace: list[str], message_id: str, ids: EventIds
-    ) -> list[dict[str, Any]]:
+    def _finish_message(self, message_id: str, ids: EventIds) -> list[dict[str, Any]]:
         open_message = self.open_messages.pop(message_id)
+        namespace = open_message.namespace
         events = []
         if open_message.started_block:
             block = {"event": "content-block-finish", "index": 0}
@@ -288,7 +289,7 @@ class RunEvents:
         ids = EventIds(event_id)
         events: list[dict[str, Any]] = []
         for message_id in list(self.open_messages):
-            events += self._finish_message([], message_id, ids)
+            events += self._finish_message(message_id, ids)
         return events
 
 
