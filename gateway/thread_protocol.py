@@ -25,7 +25,7 @@ from), which the SDK uses to drop events it has seen.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,14 +196,14 @@ class RunEvents:
 
     def _values(self, namespace: list[str], payload: Any, event_id: str) -> list[dict[str, Any]]:
         requests, values = without_interrupts(payload)
-        events = self._close_messages(f"{event_id}.m")
+        events = self._close_messages(f"{event_id}.m", namespace)
         events += self._input_requested(namespace, requests, event_id)
         if not isinstance(values, dict) or values:
             events.append(self.event("values", namespace, values, event_id))
         return events
 
     def _updates(self, namespace: list[str], payload: Any, event_id: str) -> list[dict[str, Any]]:
-        events = self._close_messages(f"{event_id}.m")
+        events = self._close_messages(f"{event_id}.m", namespace)
         if isinstance(payload, dict) and "__interrupt__" in payload:
             requests, _ = without_interrupts(payload)
             return events + self._input_requested(namespace, requests, event_id)
@@ -283,13 +283,15 @@ class RunEvents:
         events.append(self.event("messages", namespace, {"event": "message-finish"}, ids.next()))
         return events
 
-    def _close_messages(self, event_id: str) -> list[dict[str, Any]]:
+    def _close_messages(self, event_id: str, namespace: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Messages whose model call ended without a last chunk end with their
-        node's step (the next `values`/`updates`), or with the run."""
+        node's step (the next `values`/`updates` of their graph or a parent's), or
+        with the run."""
         ids = EventIds(event_id)
         events: list[dict[str, Any]] = []
-        for message_id in list(self.open_messages):
-            events += self._finish_message(message_id, ids)
+        for message_id, message in list(self.open_messages.items()):
+            if message.namespace[: len(namespace)] == list(namespace):
+                events += self._finish_message(message_id, ids)
         return events
 
 
