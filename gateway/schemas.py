@@ -270,6 +270,9 @@ class RunCreate(Envelope):
         kwargs = {name: getattr(self, name) for name in fields}
         if self.checkpoint and not self.checkpoint_id:
             kwargs["checkpoint_id"] = self.checkpoint.get("checkpoint_id")
+        # Kept so that an Idempotency-Key's digest covers every field of the request.
+        kwargs["resumable"] = self.stream_resumable
+        kwargs["on_completion"] = self.on_completion
         return kwargs
 
 

@@ -382,14 +382,16 @@ async def test_bad_patch_and_version_change_are_4xx_and_write_nothing(
     assert len(await client.assistants.get_versions(assistant["assistant_id"])) == 1
 
 
-async def test_a_run_by_an_unknown_assistant_is_422_and_writes_nothing(
+async def test_a_run_by_an_unknown_assistant_uuid_is_404_and_writes_nothing(
     client: LangGraphClient, http: httpx.AsyncClient
 ) -> None:
+    """A UUID naming no assistant is 404, as on LangGraph Platform (an unknown graph
+    name stays 422: tests/test_bad_input.py)."""
     thread = await client.threads.create()
     unknown = str(uuid.uuid4())
     reply = await http.post(
         f"/threads/{thread['thread_id']}/runs", json={"assistant_id": unknown, "input": {}}
     )
-    assert reply.status_code == 422
-    assert unknown in reply.json()["detail"] and "configured" in reply.json()["detail"]
+    assert reply.status_code == 404
+    assert reply.json()["detail"] == f"Assistant '{unknown}' not found."
     assert await client.runs.list(thread["thread_id"]) == []

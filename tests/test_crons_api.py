@@ -138,7 +138,7 @@ async def test_a_bad_cron_is_a_422_and_nothing_is_written(
     assert count.json() == 0
 
 
-@pytest.mark.parametrize("assistant_id", ["no_such_graph", str(uuid.uuid4())])
+@pytest.mark.parametrize("assistant_id", ["no_such_graph", "876acde7-4016-4c25-8737-a459aa1cf7e4"])
 async def test_a_cron_for_an_unknown_assistant_is_a_404_and_nothing_is_written(
     http: httpx.AsyncClient, assistant_id: str
 ) -> None:

@@ -65,6 +65,21 @@ async def test_the_same_key_with_another_request_is_409(http: httpx.AsyncClient)
     assert len((await http.get(f"/threads/{thread_id}/runs")).json()) == 1
 
 
+async def test_the_digest_covers_every_field_of_the_request(http: httpx.AsyncClient) -> None:
+    for field, first_value, other_value in [
+        ("after_seconds", 0, 30),
+        ("stream_resumable", False, True),
+        ("on_completion", "delete", "keep"),
+    ]:
+        thread_id = await new_thread(http)
+        key = f"order-field-{field}"
+        first = await create(http, thread_id, key, **{field: first_value})
+        assert first.status_code == 200, first.text
+        other = await create(http, thread_id, key, **{field: other_value})
+        assert other.status_code == 409, (field, other.text)
+        await http.get(f"/threads/{thread_id}/runs/{first.json()['run_id']}/join")
+
+
 async def test_keys_are_per_request_not_per_thread(http: httpx.AsyncClient) -> None:
     one, two = await new_thread(http), await new_thread(http)
     first = await create(http, one, "order-44")

@@ -183,8 +183,15 @@ async def create_run(w: World) -> Run:
 
 async def join_run_stream(w: World) -> list[StreamPart]:
     thread_id = await new_thread(w)
+    # Joining without Last-Event-ID follows live: start the run a second later, so
+    # that the join is there before its first event.
     run = await w.client.runs.create(
-        thread_id, "memory", input=NOTE, stream_mode=["values", "updates"], stream_resumable=True
+        thread_id,
+        "memory",
+        input=NOTE,
+        stream_mode=["values", "updates"],
+        stream_resumable=True,
+        after_seconds=1,
     )
     return await collected(
         w.client.runs.join_stream(thread_id, run["run_id"], stream_mode="values")

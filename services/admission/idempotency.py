@@ -44,6 +44,7 @@ def request_digest(request: admission_pb2.StartRunRequest) -> str:
         "metadata": codec.loads(request.metadata_json, {}),
         "multitask_strategy": request.multitask_strategy,
         "if_not_exists": request.if_not_exists,
+        "after_seconds": request.after_seconds,
     }
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -158,10 +158,12 @@ const CALLS = {
   "runs.join": (w) => client.runs.join(w.threadId, w.runId),
   "runs.joinStream": async (w) => {
     const threadId = await newThread(w);
+    // Joining without Last-Event-ID follows live: the run starts a second later.
     const run = await client.runs.create(threadId, "memory", {
       input: NOTE,
       streamMode: ["values", "updates"],
       streamResumable: true,
+      afterSeconds: 1,
     });
     return collected(client.runs.joinStream(threadId, run.run_id, { streamMode: "values" }));
   },
