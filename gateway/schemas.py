@@ -6,9 +6,20 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from waybill.gateway.thread_select import MAX_EXTRACT_PATHS, ThreadField
+
+# Counts and positions travel as protobuf int32.
+INT32_MAX = 2**31 - 1
+Offset = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 STREAM_MODES = (
     "values",
@@ -26,6 +37,27 @@ STREAM_MODES = (
 class Envelope(BaseModel):
     # LangGraph Platform ignores fields it does not know; so do we.
     model_config = ConfigDict(extra="ignore")
+
+
+def configurable_is_an_object(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    if config is not None and not isinstance(config.get("configurable", {}), dict):
+        raise ValueError("config.configurable must be a JSON object")
+    return config
+
+
+def checkpoint_id_is_a_string(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A checkpoint given as a dict (or a config holding one): its id is a string."""
+    if checkpoint is None:
+        return None
+    inner = checkpoint.get("configurable", checkpoint)
+    found = inner.get("checkpoint_id") if isinstance(inner, dict) else None
+    if found is not None and not isinstance(found, str):
+        raise ValueError("checkpoint_id must be a string (a checkpoint's id)")
+    return checkpoint
+
+
+RunConfig = Annotated[dict[str, Any], AfterValidator(configurable_is_an_object)]
+CheckpointDict = Annotated[dict[str, Any], AfterValidator(checkpoint_id_is_a_string)]
 
 
 class SuperstepUpdate(Envelope):
@@ -68,7 +100,7 @@ class ThreadSearch(ThreadCount):
     select: list[ThreadField] | None = None
     extract: dict[str, str] | None = Field(default=None, max_length=MAX_EXTRACT_PATHS)
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     # LangGraph also offers state_updated_at, which Waybill does not track.
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
@@ -87,7 +119,7 @@ class CheckpointConfig(Envelope):
 
 class ThreadHistory(Envelope):
     limit: int = Field(default=1, ge=1, le=1000)  # the platform's default (the SDK sends 10)
-    before: str | dict[str, Any] | None = None
+    before: str | CheckpointDict | None = None
     metadata: dict[str, Any] | None = None
     # Whose history: a subgraph's namespace (a state task's `checkpoint`); default the root.
     checkpoint: CheckpointConfig | None = None
@@ -117,9 +149,6 @@ MAX_START_DELAY_SECONDS = 365 * 24 * 3600  # as admission's policy
 Label = Annotated[str, Field(min_length=1, pattern=r"^[^.\x00]+$")]
 # What LangGraph's SQL stores take as a filter key (a JSON path, dot-separated).
 FilterKey = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]+$")]
-# Counts and positions travel as protobuf int32.
-INT32_MAX = 2**31 - 1
-Offset = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
 class StoreItemPut(Envelope):
@@ -196,7 +225,7 @@ class AssistantCount(Envelope):
 
 class AssistantSearch(AssistantCount):
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[AssistantField] | None = None
@@ -205,11 +234,11 @@ class AssistantSearch(AssistantCount):
 class AssistantVersionsSearch(Envelope):
     metadata: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
 
 
 class AssistantVersionChange(Envelope):
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=INT32_MAX)
 
 
 class RunCreate(Envelope):
@@ -217,10 +246,10 @@ class RunCreate(Envelope):
     input: Any = None
     command: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
+    config: RunConfig | None = None
     context: dict[str, Any] | None = None
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: CheckpointDict | None = None
     stream_mode: str | list[str] = "values"
     stream_subgraphs: bool = False
     stream_resumable: bool = False  # every Waybill stream is resumable
@@ -328,7 +357,7 @@ class CronRunFields(Envelope):
     """The run each firing starts (the schedule itself is admission's to check)."""
 
     input: Any = None
-    config: dict[str, Any] | None = None
+    config: RunConfig | None = None
     context: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     stream_mode: str | list[str] | None = None
@@ -394,7 +423,7 @@ class CronCount(Envelope):
 class CronSearch(CronCount):
     enabled: bool | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     sort_by: CronSortBy | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[CronField] | None = None

@@ -22,6 +22,9 @@ from waybill.common.errors import http_status_for
 from waybill.common.journal_reading import journal_batches, subscribed_batches
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
+# Event ids (journal sequence numbers) travel as protobuf int64.
+INT64_MAX = 2**63 - 1
+
 # Set by the journal on a Subscribe refused because the run's events expired.
 EXPIRED_KEY = "waybill-log-expired"
 
@@ -192,4 +195,6 @@ def resume_point(last_event_id: str | None) -> tuple[int, bool]:
         last = int(last_event_id)
     except ValueError:
         return 0, True
+    if last >= INT64_MAX:
+        raise HTTPException(422, f"Last-Event-ID {last_event_id[:40]!r} is past any event's id.")
     return max(0, last + 1), False

@@ -218,3 +218,64 @@ async def test_store_labels_and_filter_keys_langgraph_refuses_are_422(
         assert reply.status_code == 422, (offset, reply.text)
     fine = {"namespace_prefix": ["notes"], "filter": {"a.b_c-d": 1}}
     assert (await http.post("/store/items/search", json=fine)).status_code == 200
+
+
+async def test_numbers_past_what_the_services_carry_are_422(http: httpx.AsyncClient) -> None:
+    """Counts and positions are int32 on the wire, event ids int64: past them is
+    the client's mistake (these were 500s), and so are negative ones."""
+    thread_id = await new_thread(http)
+    done = await http.post(
+        f"/threads/{thread_id}/runs/wait", json={"assistant_id": "lead_agent", "input": says("x")}
+    )
+    assert done.status_code == 200, done.text
+    (run,) = await runs_of(http, thread_id)
+    runs, big, huge = f"/threads/{thread_id}/runs", 2**40, 2**70
+    assistant = (await http.post("/assistants", json={"graph_id": "lead_agent"})).json()
+    for method, path, body in [
+        ("GET", f"{runs}?limit=-1", None),
+        ("GET", f"{runs}?offset=-1", None),
+        ("GET", f"{runs}?offset={big}", None),
+        ("GET", f"{runs}/{run['run_id']}/events?after={huge}", None),
+        ("GET", f"{runs}/{run['run_id']}/events?offset={big}", None),
+        ("POST", f"/assistants/{assistant['assistant_id']}/latest", {"version": big}),
+        ("POST", f"/assistants/{assistant['assistant_id']}/versions", {"offset": big}),
+        ("POST", "/threads/search", {"offset": big}),
+        ("POST", "/assistants/search", {"offset": big}),
+        ("POST", "/runs/crons/search", {"offset": big}),
+    ]:
+        reply = await http.request(method, path, json=body)
+        assert reply.status_code == 422, (method, path, reply.text)
+    stream = await http.get(f"{runs}/{run['run_id']}/stream", headers={"Last-Event-ID": str(huge)})
+    assert stream.status_code == 422, stream.text
+
+
+async def test_a_wrong_type_where_an_object_or_an_id_belongs_is_422(
+    http: httpx.AsyncClient,
+) -> None:
+    thread_id = await new_thread(http)
+    for path, body, says_what in [
+        (
+            f"/threads/{thread_id}/runs",
+            {"assistant_id": "lead_agent", "config": {"configurable": "x"}},
+            "config.configurable must be a JSON object",
+        ),
+        (
+            "/runs/crons",
+            {"assistant_id": "lead_agent", "schedule": "0 0 1 1 *", "config": {"configurable": 1}},
+            "config.configurable must be a JSON object",
+        ),
+        (
+            f"/threads/{thread_id}/runs",
+            {"assistant_id": "lead_agent", "checkpoint": {"checkpoint_id": 5}},
+            "checkpoint_id must be a string",
+        ),
+        (
+            f"/threads/{thread_id}/history",
+            {"before": {"configurable": {"checkpoint_id": 5}}},
+            "checkpoint_id must be a string",
+        ),
+    ]:
+        reply = await http.post(path, json=body)
+        assert reply.status_code == 422, (path, reply.text)
+        assert says_what in json.dumps(reply.json()["detail"]), (path, reply.text)
+    assert await runs_of(http, thread_id) == []

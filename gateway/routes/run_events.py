@@ -18,6 +18,8 @@ from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.routes.runs import get_run_record
 from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.schemas import INT32_MAX
+from waybill.gateway.streams import INT64_MAX
 from waybill.v1 import admission_pb2, journal_pb2
 
 router = APIRouter(tags=["runs"])
@@ -46,9 +48,9 @@ async def list_run_events(
     request: Request,
     response: Response,
     types: Annotated[list[str] | None, Query(alias="type")] = None,
-    limit: int = DEFAULT_PAGE,
-    offset: int = 0,
-    after: int | None = None,
+    limit: Annotated[int, Query(ge=1, le=INT32_MAX)] = DEFAULT_PAGE,
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    after: Annotated[int | None, Query(ge=-1, le=INT64_MAX)] = None,
     order: Literal["asc", "desc"] = "asc",
 ) -> list[dict[str, Any]]:
     peers = peers_of(request)

@@ -21,7 +21,7 @@ from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import shape_run
 from waybill.gateway.routes.threads import forget_runs, peers_of, remove_thread
-from waybill.gateway.schemas import BatchRunCreate, RunCreate, RunsCancel
+from waybill.gateway.schemas import INT32_MAX, BatchRunCreate, RunCreate, RunsCancel
 from waybill.gateway.streams import (
     opened_sse_frames,
     resume_point,
@@ -231,8 +231,8 @@ def settled(task: asyncio.Future[Any]) -> None:
 async def list_runs(
     thread_id: UUID,
     request: Request,
-    limit: int = 10,
-    offset: int = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
     status: str | None = None,
 ) -> list[dict[str, Any]]:
     await authorize(request, "threads", "search", {"thread_id": thread_id, "metadata": {}})
