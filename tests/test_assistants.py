@@ -332,6 +332,25 @@ async def test_bad_create_is_4xx_and_writes_nothing(
         ({"graph_id": "configured", "context": ["fast"]}, 422, "context"),
         ({"graph_id": "configured", "metadata": "mine"}, 422, "metadata"),
         ({"config": {}}, 422, "graph_id"),
+        # Every run of an assistant inherits its config: no credentials in it.
+        (
+            {"graph_id": "configured", "config": {"configurable": {"api_key": "hunter2"}}},
+            422,
+            "config.configurable.api_key: credential-like key name",
+        ),
+        (
+            {"graph_id": "configured", "context": {"token": "hunter2"}},
+            422,
+            "config.configurable.token: credential-like key name",
+        ),
+        (
+            {
+                "graph_id": "configured",
+                "metadata": {"note": "ghp_0123456789abcdefABCDEF0123456789abcd"},
+            },
+            422,
+            "metadata.note",
+        ),
     ]
     for body, status, detail in cases:
         reply = await http.post("/assistants", json={"metadata": suite, **body})
@@ -358,6 +377,14 @@ async def test_bad_patch_and_version_change_are_4xx_and_write_nothing(
             "Cannot specify both",
         ),
         ("PATCH", path, {"metadata": ["x"]}, 422, "metadata"),
+        ("PATCH", path, {"metadata": {"password": "x"}}, 422, "metadata.password"),
+        (
+            "PATCH",
+            path,
+            {"config": {"configurable": {"openai_api_key": "x"}}},
+            422,
+            "config.configurable.openai_api_key",
+        ),
         ("PATCH", f"/assistants/{uuid.uuid4()}", {"name": "x"}, 404, "not found"),
         ("POST", f"{path}/latest", {"version": 9}, 404, "Version 9"),
         ("POST", f"{path}/latest", {"version": 0}, 422, "version"),

@@ -19,6 +19,7 @@ from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid, not_found, refused
 from waybill.services.admission.assistant_store import AssistantFilter, AssistantStore
 from waybill.services.admission.records import AssistantRecord
+from waybill.services.admission.secret_scan import refuse_secrets
 
 SYSTEM_CREATED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -227,6 +228,7 @@ class AssistantCatalog:
             raise invalid(f"assistant_id '{assistant_id}' is not a UUID.")
         self.check_graph(draft.graph_id)
         config, context = mirrored(draft.config, draft.context)
+        refuse_secrets(draft.metadata, config)  # every run of it would inherit them
         now = codec.now_utc()
         record = AssistantRecord(
             assistant_id=str(uuid.UUID(assistant_id)),
@@ -247,7 +249,8 @@ class AssistantCatalog:
     ) -> AssistantRecord:
         if changes.graph_id:
             self.check_graph(changes.graph_id)
-        mirrored(changes.config or {}, changes.context)  # refuse before anything is read
+        config, _ = mirrored(changes.config or {}, changes.context)  # refused before any read
+        refuse_secrets(changes.metadata or {}, config)
         current = await self._custom(assistant_id, auth)
         return await self.store.revise(current.assistant_id, changes.apply)
 

@@ -33,7 +33,7 @@ from waybill.services.admission.records import (
     AssistantRecord,
     RunRecord,
 )
-from waybill.services.admission.secret_scan import find_secret
+from waybill.services.admission.secret_scan import refuse_secrets
 from waybill.v1 import admission_pb2, common_pb2
 
 # Waybill's identity keys: set in `context` by the server from the authenticated
@@ -65,13 +65,6 @@ def check_cancel_permission(strategy: str, caller: Principal | None) -> None:
             f"multitask_strategy '{strategy}' cancels the thread's active run, "
             "which needs the 'runs:cancel' scope; use 'enqueue' or 'reject'."
         )
-
-
-def check_no_secrets(metadata: dict[str, Any], config: Any) -> None:
-    for root, value in (("metadata", metadata), ("config", config)):
-        finding = find_secret(value, root)
-        if finding is not None:
-            raise invalid(finding.message())
 
 
 def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
@@ -129,8 +122,9 @@ def build_run(
     metadata = codec.loads(request.metadata_json, {})
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):
         raise invalid("kwargs and metadata must be JSON objects.")
-    check_no_secrets(metadata, kwargs.get("config"))
+    refuse_secrets(metadata, kwargs.get("config"))
     kwargs = with_assistant_defaults(mirrored(kwargs), assistant)
+    refuse_secrets({}, kwargs.get("config"))  # an assistant stored before its scan
     if allowed_models is not None:
         check_model_allowed(kwargs, allowed_models)
     delay = start_delay(request.after_seconds)

@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from waybill.common.errors import invalid
+
 REDACTED = "[redacted]"
 SANCTIONED_PLACE = "context.secrets"
 
@@ -418,6 +420,15 @@ def _check_entry(path: str, key: Any, child: Any) -> SecretFinding | None:
 def find_secret(value: Any, root: str) -> SecretFinding | None:
     """The first credential under `value` (e.g. a run's `metadata`), or None."""
     return next(iter_secrets(value, root), None)
+
+
+def refuse_secrets(metadata: Any, config: Any) -> None:
+    """A 422 naming the path of the first credential in `metadata` or `config`
+    (a run's, or an assistant's, whose config every run of it inherits)."""
+    for root, value in (("metadata", metadata), ("config", config)):
+        finding = find_secret(value, root)
+        if finding is not None:
+            raise invalid(finding.message())
 
 
 def redact_secrets(context: dict[str, Any]) -> dict[str, Any]:
