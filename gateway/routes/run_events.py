@@ -48,9 +48,10 @@ async def list_run_events(
     request: Request,
     response: Response,
     types: Annotated[list[str] | None, Query(alias="type")] = None,
-    limit: Annotated[int, Query(ge=1, le=INT32_MAX)] = DEFAULT_PAGE,
-    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
-    after: Annotated[int | None, Query(ge=-1, le=INT64_MAX)] = None,
+    # Only what protobuf cannot carry is refused here; the journal says what it takes.
+    limit: Annotated[int, Query(ge=-INT32_MAX - 1, le=INT32_MAX)] = DEFAULT_PAGE,
+    offset: Annotated[int, Query(ge=-INT32_MAX - 1, le=INT32_MAX)] = 0,
+    after: Annotated[int | None, Query(ge=-INT64_MAX - 1, le=INT64_MAX)] = None,
     order: Literal["asc", "desc"] = "asc",
 ) -> list[dict[str, Any]]:
     peers = peers_of(request)
