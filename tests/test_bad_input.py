@@ -279,3 +279,19 @@ async def test_a_wrong_type_where_an_object_or_an_id_belongs_is_422(
         assert reply.status_code == 422, (path, reply.text)
         assert says_what in json.dumps(reply.json()["detail"]), (path, reply.text)
     assert await runs_of(http, thread_id) == []
+
+
+async def test_credentials_in_thread_metadata_are_refused_like_a_runs(
+    http: httpx.AsyncClient,
+) -> None:
+    tag = {"probe": uuid.uuid4().hex}
+    created = await http.post("/threads", json={"metadata": {**tag, "api_key": "hunter2"}})
+    assert created.status_code == 422, created.text
+    assert "metadata.api_key: credential-like key name" in created.json()["detail"]
+    assert (await http.post("/threads/search", json={"metadata": tag})).json() == []
+    thread_id = await new_thread(http)
+    token = "ghp_0123456789abcdefABCDEF0123456789abcd"
+    patched = await http.patch(f"/threads/{thread_id}", json={"metadata": {"note": token}})
+    assert patched.status_code == 422, patched.text
+    assert "metadata.note" in patched.json()["detail"]
+    assert (await http.get(f"/threads/{thread_id}")).json()["metadata"] == {}

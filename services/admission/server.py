@@ -54,6 +54,7 @@ from waybill.services.admission.runner_facts import RunnerFacts
 from waybill.services.admission.schedule_clock import clock_for
 from waybill.services.admission.scheduler import Scheduler
 from waybill.services.admission.schema import SCHEMA
+from waybill.services.admission.secret_scan import refuse_secrets
 from waybill.services.admission.store import AdmissionStore, Lease, RunEnd
 from waybill.services.admission.thread_queries import (
     SORT_KEYS,
@@ -159,6 +160,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
         thread_id = _thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
         metadata = _json_object(request.metadata_json, "metadata")
+        refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
         owner_id = acting_user(context)
         if_exists = _one_of(request.if_exists or "raise", "if_exists", ("raise", "do_nothing"))
         record = await self.store.create_thread(thread_id, metadata, if_exists, owner_id)
@@ -174,6 +176,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
     @translate_errors
     async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
         metadata = _json_object(request.metadata_json, "metadata")
+        refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
         record = await self.store.patch_thread(
             _thread_id(request.thread_id), metadata, owner_filter(context), _threads_filter(context)
         )
