@@ -84,10 +84,21 @@ async def opened_sse_frames(
 async def _frames(
     batches: AsyncIterator[Sequence[journal_pb2.RunEvent]], modes: Collection[str] = ()
 ) -> AsyncIterator[bytes]:
-    async for batch in batches:
-        wanted = [event for event in batch if stream_mode_matches(event.event, modes)]
-        if wanted:
-            yield b"".join(encode(event) for event in wanted)
+    try:
+        async for batch in batches:
+            wanted = [event for event in batch if stream_mode_matches(event.event, modes)]
+            if wanted:
+                yield b"".join(encode(event) for event in wanted)
+    except grpc.aio.AioRpcError as failure:
+        if not expired(failure):
+            raise
+        # Swept while being replayed: the response has begun, so it simply ends
+        # (cleanly, not with a broken connection); the next request is told 410.
+
+
+def expired(failure: grpc.aio.AioRpcError) -> bool:
+    """Whether the journal refused because the run's events expired."""
+    return any(key == EXPIRED_KEY for key, _ in failure.trailing_metadata() or ())
 
 
 async def journal_events(
@@ -181,7 +192,7 @@ async def wait_for_end(journal: journal_pb2_grpc.JournalStub, run_id: str) -> di
             if event.event == "error":
                 error = codec.loads(event.data)
     except grpc.aio.AioRpcError as failure:
-        if any(key == EXPIRED_KEY for key, _ in failure.trailing_metadata() or ()):
+        if expired(failure):
             return None  # expired long after the run ended; its state is in the thread
         return {"error": "StreamError", "message": failure.details() or "journal unavailable"}
     return error

@@ -103,20 +103,22 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
 
     @translate_errors
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
+        # Expired before or while it is read (swept mid-replay), the caller is told
+        # which (a trailer) so that it answers 410, or ends a begun stream cleanly.
         try:
             await self.hub.readable(request.run_id)
+            # The log is there: tell the caller now, before any event (it may be a while).
+            await context.send_initial_metadata(())
+            stream = self.hub.subscribe(request.run_id, request.from_seq, request.live_only)
+            async for batch in stream:
+                if batch is END:
+                    yield journal_pb2.SubscribeItem(end=True)
+                    return
+                for part in _by_size(batch):
+                    yield _item(part)
         except LogExpired:
             context.set_trailing_metadata(((EXPIRED_KEY, "1"),))
             raise
-        # The log is there: tell the caller now, before any event (it may be a while).
-        await context.send_initial_metadata(())
-        stream = self.hub.subscribe(request.run_id, request.from_seq, request.live_only)
-        async for batch in stream:
-            if batch is END:
-                yield journal_pb2.SubscribeItem(end=True)
-                return
-            for part in _by_size(batch):
-                yield _item(part)
 
     async def GetStats(self, request, context):  # type: ignore[no-untyped-def]
         return journal_pb2.JournalStatsReply(json=codec.dumps(STATS.as_dict()))
