@@ -10,6 +10,10 @@ from typing import Any
 
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
+# Trailing metadata the journal sets on a Subscribe refused because the run's
+# events expired (before or while they were read); the gateway answers 410 Gone.
+EXPIRED_KEY = "waybill-log-expired"
+
 
 async def journal_batches(
     journal: journal_pb2_grpc.JournalStub, run_id: str, from_seq: int = 0, live_only: bool = False

@@ -112,6 +112,8 @@ class Settings(BaseSettings):
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0
+    # How often an open thread stream asks admission for runs it has not seen yet.
+    thread_stream_poll_seconds: float = 0.5
     # `wait` and `join` send a newline this often while the run goes on (leading
     # whitespace a JSON parser skips), so that proxies keep the connection, as
     # LangGraph Platform does every 5 s.

@@ -19,14 +19,11 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from waybill.common import codec
 from waybill.common.errors import http_status_for
-from waybill.common.journal_reading import journal_batches, subscribed_batches
+from waybill.common.journal_reading import EXPIRED_KEY, journal_batches, subscribed_batches
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 # Event ids (journal sequence numbers) travel as protobuf int64.
 INT64_MAX = 2**63 - 1
-
-# Set by the journal on a Subscribe refused because the run's events expired.
-EXPIRED_KEY = "waybill-log-expired"
 
 
 def encode(event: journal_pb2.RunEvent) -> bytes:
@@ -75,7 +72,7 @@ async def opened_sse_frames(
         if code != grpc.StatusCode.OK:
             details = await call.details()
             trailing = await call.trailing_metadata()
-            if any(key == EXPIRED_KEY for key, _ in trailing or ()):
+            if says_expired(trailing):
                 raise HTTPException(410, details)
             raise HTTPException(http_status_for(code, details), details)
     return _frames(subscribed_batches(call), modes)
@@ -98,7 +95,11 @@ async def _frames(
 
 def expired(failure: grpc.aio.AioRpcError) -> bool:
     """Whether the journal refused because the run's events expired."""
-    return any(key == EXPIRED_KEY for key, _ in failure.trailing_metadata() or ())
+    return says_expired(failure.trailing_metadata())
+
+
+def says_expired(trailing: Any) -> bool:
+    return any(key == EXPIRED_KEY for key, _ in trailing or ())
 
 
 async def journal_events(

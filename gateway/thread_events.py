@@ -18,11 +18,10 @@ import grpc
 from waybill.common import codec
 from waybill.common.journal_reading import journal_batches
 from waybill.gateway.thread_protocol import EventFilter, Numbering, RunEvents
+from waybill.gateway.thread_streams import thread_runs
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2, journal_pb2_grpc
 
 # How often the stream asks admission for runs it has not read yet.
-NEW_RUN_POLL_SECONDS = 0.5
-RUN_PAGE = 100
 # How long a run's record may lag behind the end of its log.
 FINAL_STATUS_SECONDS = 5.0
 ACTIVE = (common_pb2.RUN_STATUS_PENDING, common_pb2.RUN_STATUS_RUNNING)
@@ -47,8 +46,10 @@ class ThreadEvents:
         thread_id: str,
         event_filter: EventFilter,
         since: int | None,
+        poll_seconds: float,
     ) -> None:
         self.admission = admission
+        self.poll_seconds = poll_seconds
         self.journal = journal
         self.thread_id = thread_id
         self.filter = event_filter
@@ -71,7 +72,7 @@ class ThreadEvents:
                     if chunk:
                         yield chunk
             if not runs:
-                await asyncio.sleep(NEW_RUN_POLL_SECONDS)
+                await asyncio.sleep(self.poll_seconds)
 
     def _wanted(self, events: Iterable[dict[str, Any]]) -> bytes:
         return b"".join(
@@ -81,24 +82,12 @@ class ThreadEvents:
         )
 
     async def _unread_runs(self) -> list[common_pb2.Run]:
-        """The thread's runs not read yet, oldest first."""
-        found: list[common_pb2.Run] = []
-        offset = 0
-        while True:
-            reply = await self.admission.ListRuns(
-                admission_pb2.ListRunsRequest(
-                    thread_id=self.thread_id, limit=RUN_PAGE, offset=offset
-                )
-            )
-            found.extend(
-                run
-                for run in reply.runs
-                if run.run_id not in self.read and not codec.rolling_back(run)
-            )
-            if len(reply.runs) < RUN_PAGE:
-                break
-            offset += RUN_PAGE
-        return sorted(found, key=lambda run: (run.created_at, run.run_id))
+        """The thread's runs not read yet (a run being rolled back aside), oldest first."""
+        return await thread_runs(
+            self.admission,
+            self.thread_id,
+            lambda run: run.run_id in self.read or codec.rolling_back(run),
+        )
 
     async def _run_events(self, run: common_pb2.Run) -> AsyncIterator[list[dict[str, Any]]]:
         """The run's protocol events, batch by batch, its end included. A run whose

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,8 +32,6 @@ from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2, journal_pb
 
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 
-# How often a thread's stream asks admission for runs it has not seen yet.
-NEW_RUN_POLL_SECONDS = 0.5
 # Runs asked for at a time (newest first) when looking for new ones.
 RUN_PAGE = 100
 
@@ -116,8 +114,10 @@ class ThreadStream:
         thread_id: str,
         modes: Sequence[str],
         resume: ResumePoint | None,
+        poll_seconds: float,
     ) -> None:
         self.admission = admission
+        self.poll_seconds = poll_seconds
         self.journal = journal
         self.thread_id = thread_id
         self.modes = list(modes)
@@ -176,7 +176,7 @@ class ThreadStream:
                 if from_seq is not None:
                     self._start(self._follow_run(run, from_seq), run.run_id)
             first = False
-            await asyncio.sleep(NEW_RUN_POLL_SECONDS)
+            await asyncio.sleep(self.poll_seconds)
 
     def _first_seq(self, run: common_pb2.Run, at_start: bool) -> int | None:
         """Where to start a run's events, or None to leave it out."""
@@ -189,19 +189,9 @@ class ThreadStream:
     async def _unseen_runs(self, everything: bool) -> list[common_pb2.Run]:
         """The thread's runs not followed yet, oldest first; every page of them when
         replaying, else the newest page (runs are found within a poll of starting)."""
-        found: list[common_pb2.Run] = []
-        offset = 0
-        while True:
-            reply = await self.admission.ListRuns(
-                admission_pb2.ListRunsRequest(
-                    thread_id=self.thread_id, limit=RUN_PAGE, offset=offset
-                )
-            )
-            found.extend(run for run in reply.runs if run.run_id not in self.seen)
-            if not everything or len(reply.runs) < RUN_PAGE:
-                break
-            offset += RUN_PAGE
-        return sorted(found, key=lambda run: run.created_at)
+        return await thread_runs(
+            self.admission, self.thread_id, lambda run: run.run_id in self.seen, everything
+        )
 
     async def _follow_run(self, run: common_pb2.Run, from_seq: int) -> None:
         """The run's events from `from_seq`, then its `run_done` (id: one past its last
@@ -250,5 +240,27 @@ def thread_stream(
     thread_id: str,
     modes: Sequence[str],
     resume: ResumePoint | None,
+    poll_seconds: float,
 ) -> AsyncIterator[bytes]:
-    return ThreadStream(admission, journal, thread_id, modes, resume).frames()
+    return ThreadStream(admission, journal, thread_id, modes, resume, poll_seconds).frames()
+
+
+async def thread_runs(
+    admission: admission_pb2_grpc.AdmissionStub,
+    thread_id: str,
+    skip: Callable[[common_pb2.Run], bool],
+    every_page: bool = True,
+) -> list[common_pb2.Run]:
+    """A thread's runs but those `skip` names, oldest first: every page of them, or
+    only the newest page (where a run that just started is)."""
+    found: list[common_pb2.Run] = []
+    offset = 0
+    while True:
+        reply = await admission.ListRuns(
+            admission_pb2.ListRunsRequest(thread_id=thread_id, limit=RUN_PAGE, offset=offset)
+        )
+        found.extend(run for run in reply.runs if not skip(run))
+        if not every_page or len(reply.runs) < RUN_PAGE:
+            break
+        offset += RUN_PAGE
+    return sorted(found, key=lambda run: (run.created_at, run.run_id))

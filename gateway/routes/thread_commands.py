@@ -276,8 +276,15 @@ async def thread_events(thread_id: UUID, request: Request) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     await call(peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id))))
-    events = ThreadEvents(peers.admission, peers.journal, str(thread_id), event_filter, since)
     settings = request.app.state.settings
+    events = ThreadEvents(
+        peers.admission,
+        peers.journal,
+        str(thread_id),
+        event_filter,
+        since,
+        settings.thread_stream_poll_seconds,
+    )
     return sse_response(
         events.frames(), {}, settings.sse_heartbeat_seconds, settings.stream_drain_seconds
     )

@@ -400,7 +400,14 @@ async def join_thread_stream(
     await call(peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id))))
     settings = request.app.state.settings
     return sse_response(
-        thread_stream(peers.admission, peers.journal, str(thread_id), modes, resume),
+        thread_stream(
+            peers.admission,
+            peers.journal,
+            str(thread_id),
+            modes,
+            resume,
+            settings.thread_stream_poll_seconds,
+        ),
         {},
         settings.sse_heartbeat_seconds,
         settings.stream_drain_seconds,

@@ -123,8 +123,10 @@ def build_run(
     if not isinstance(kwargs, dict) or not isinstance(metadata, dict):
         raise invalid("kwargs and metadata must be JSON objects.")
     refuse_secrets(metadata, kwargs.get("config"))
+    # The config the run inherits (its context mirrored in): scanned at the assistant's
+    # creation since, but an assistant stored before then must not pass its keys on.
+    refuse_secrets({}, assistant.config)
     kwargs = with_assistant_defaults(mirrored(kwargs), assistant)
-    refuse_secrets({}, kwargs.get("config"))  # an assistant stored before its scan
     if allowed_models is not None:
         check_model_allowed(kwargs, allowed_models)
     delay = start_delay(request.after_seconds)

@@ -10,6 +10,7 @@ from typing import Any
 from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
 from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.journal_reading import EXPIRED_KEY
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.settings import Settings, get_settings
 from waybill.common.tracing import run_span
@@ -30,9 +31,6 @@ from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore, StoredEvent
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
-# Trailing metadata of a Subscribe refused because the run's events expired; the
-# gateway answers 410 Gone for it.
-EXPIRED_KEY = "waybill-log-expired"
 ITEM_BYTES = 1024 * 1024
 
 
