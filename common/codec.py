@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from waybill.common.sealed import redacted_kwargs
+from waybill.common.statuses import MultitaskStrategy, RunStatus
 from waybill.v1 import common_pb2
 
 # LangGraph Platform derives a graph's system assistant id as uuid5 of this and the graph id.
@@ -17,22 +18,27 @@ NAMESPACE_GRAPH = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 NAMESPACE_THREAD_LOG = uuid.UUID("3f6c1a7e-2b8d-5e94-a0c1-7d52e9b4f018")
 
 RUN_STATUS_NAMES = {
-    common_pb2.RUN_STATUS_PENDING: "pending",
-    common_pb2.RUN_STATUS_RUNNING: "running",
-    common_pb2.RUN_STATUS_SUCCESS: "success",
-    common_pb2.RUN_STATUS_ERROR: "error",
-    common_pb2.RUN_STATUS_TIMEOUT: "timeout",
-    common_pb2.RUN_STATUS_INTERRUPTED: "interrupted",
+    common_pb2.RUN_STATUS_PENDING: RunStatus.PENDING,
+    common_pb2.RUN_STATUS_RUNNING: RunStatus.RUNNING,
+    common_pb2.RUN_STATUS_SUCCESS: RunStatus.SUCCESS,
+    common_pb2.RUN_STATUS_ERROR: RunStatus.ERROR,
+    common_pb2.RUN_STATUS_TIMEOUT: RunStatus.TIMEOUT,
+    common_pb2.RUN_STATUS_INTERRUPTED: RunStatus.INTERRUPTED,
 }
-RUN_STATUS_VALUES = {name: value for value, name in RUN_STATUS_NAMES.items()}
+# Keyed by plain strings too: a StrEnum member hashes as its value.
+RUN_STATUS_VALUES: dict[str, common_pb2.RunStatus] = {
+    name: value for value, name in RUN_STATUS_NAMES.items()
+}
 
 MULTITASK_NAMES = {
-    common_pb2.MULTITASK_STRATEGY_REJECT: "reject",
-    common_pb2.MULTITASK_STRATEGY_INTERRUPT: "interrupt",
-    common_pb2.MULTITASK_STRATEGY_ROLLBACK: "rollback",
-    common_pb2.MULTITASK_STRATEGY_ENQUEUE: "enqueue",
+    common_pb2.MULTITASK_STRATEGY_REJECT: MultitaskStrategy.REJECT,
+    common_pb2.MULTITASK_STRATEGY_INTERRUPT: MultitaskStrategy.INTERRUPT,
+    common_pb2.MULTITASK_STRATEGY_ROLLBACK: MultitaskStrategy.ROLLBACK,
+    common_pb2.MULTITASK_STRATEGY_ENQUEUE: MultitaskStrategy.ENQUEUE,
 }
-MULTITASK_VALUES = {name: value for value, name in MULTITASK_NAMES.items()}
+MULTITASK_VALUES: dict[str, common_pb2.MultitaskStrategy] = {
+    name: value for value, name in MULTITASK_NAMES.items()
+}
 
 
 def system_assistant_id(graph_id: str) -> str:
