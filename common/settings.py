@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     log_close_grace_seconds: float = 10.0
     log_close_retry_seconds: float = 5.0
     reconnect_seconds: float = 0.5  # runner -> admission work stream retry delay
+    dispatch_retry_seconds: float = 0.5  # the next dispatch pass after one that failed
+    # Stopping a background loop (common/background.py) lets the pass in progress
+    # finish for this long, then cancels it.
+    loop_stop_seconds: float = 5.0
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
     sse_heartbeat_seconds: float = 15.0

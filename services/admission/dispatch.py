@@ -12,11 +12,11 @@ delayed run starts on time. Nothing polls.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.services.admission import metrics
 from waybill.services.admission.records import RunRecord
 from waybill.services.admission.store import AdmissionStore
@@ -25,7 +25,6 @@ from waybill.v1 import admission_pb2
 log = logging.getLogger("waybill.admission.dispatch")
 
 Outbox = asyncio.Queue[admission_pb2.WorkAssignment | None]
-BUSY = -1.0  # the dispatch loop is in a pass (see RunnerPool._sleeping_until)
 TIMER_MARGIN_SECONDS = 0.05  # the loop wakes this long after a lease expires or a run is due
 
 
@@ -42,31 +41,31 @@ class RunnerConnection:
 
 
 class RunnerPool:
-    def __init__(self, store: AdmissionStore, lease_seconds: float, max_attempts: int) -> None:
+    def __init__(
+        self,
+        store: AdmissionStore,
+        lease_seconds: float,
+        max_attempts: int,
+        retry_seconds: float = 0.5,
+    ) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
         self.max_attempts = max_attempts
         self.runners: dict[str, RunnerConnection] = {}
-        self._wake = asyncio.Event()
-        # When the sleeping loop wakes by itself (event-loop time); None: it sleeps
-        # until woken; BUSY: it is in a pass and has not chosen its timer yet.
-        self._sleeping_until: float | None = BUSY
-        self._alarm: asyncio.TimerHandle | None = None  # wakes the sleeping loop earlier
-        self._task: asyncio.Task[None] | None = None
+        self.loop = BackgroundLoop(
+            "dispatch", self.dispatch_pass, log=log, retry_seconds=retry_seconds
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._dispatch_forever(), name="dispatch")
+        self.loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        if self._alarm is not None:
-            self._alarm.cancel()
+        await self.loop.stop()
         for runner in self.runners.values():
             runner.outbox.put_nowait(None)
 
     def wake(self) -> None:
-        self._wake.set()
+        self.loop.wake()
 
     def leased_at_admit(self) -> None:
         """A run was claimed as it was admitted. Nothing new is claimable: the loop
@@ -74,16 +73,8 @@ class RunnerPool:
         later gets an alarm for it (no pass now, on the way to the run's first
         token); a loop in a pass may have read the timers before this commit, so
         it is woken to read them again."""
-        loop = asyncio.get_running_loop()
-        until = self._sleeping_until
-        expiry = loop.time() + self.lease_seconds
-        if until == BUSY:
-            self.wake()
-        elif until is None or until > expiry:
-            if self._alarm is not None:
-                self._alarm.cancel()
-            self._alarm = loop.call_at(expiry + TIMER_MARGIN_SECONDS, self.wake)
-            self._sleeping_until = expiry
+        expiry = asyncio.get_running_loop().time() + self.lease_seconds
+        self.loop.wake_by(expiry + TIMER_MARGIN_SECONDS)
 
     # ---- runner connections ----------------------------------------------------
 
@@ -165,25 +156,13 @@ class RunnerPool:
 
     # ---- the dispatch loop -----------------------------------------------------
 
-    async def _dispatch_forever(self) -> None:
-        while True:
-            try:
-                await self._dispatch_pending()
-                timeout = await self._seconds_to_next_timer()
-            except Exception:
-                log.exception("dispatch pass failed; retrying shortly")
-                timeout = 0.5
-            now = asyncio.get_running_loop().time()
-            self._sleeping_until = None if timeout is None else now + timeout
-            with contextlib.suppress(TimeoutError):  # a lease expired or a run is due
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            self._sleeping_until = BUSY
-            self._wake.clear()
-            if self._alarm is not None:  # the pass reads every timer afresh
-                self._alarm.cancel()
-                self._alarm = None
+    async def dispatch_pass(self) -> float | None:
+        """Claim runs for free slots until none is left; then the seconds until
+        the loop must look again by itself."""
+        await self._dispatch_pending()
+        return await self.seconds_to_next_timer()
 
-    async def _seconds_to_next_timer(self) -> float | None:
+    async def seconds_to_next_timer(self) -> float | None:
         """Seconds until the next lease expiry or delayed start; None: neither waits."""
         moments = [await self.store.next_lease_expiry(), await self.store.next_delayed_start()]
         due = [codec.aware_utc(moment) for moment in moments if moment is not None]

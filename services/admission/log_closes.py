@@ -21,17 +21,17 @@ it was, the runner never closed it, which is counted
 own close (and, for a run out of attempts, the error event it appends first) come
 before admission's.
 
-The closer sleeps until the next row is due, or, with none, until a terminal
-write wakes it (here, or on another replica through the NOTIFY the terminal write
-sends). Replicas claim due rows by moving their `close_at` on (SKIP LOCKED on
-Postgres): one replica closes each at a time, and one whose close failed (the
-journal unreachable) is tried again `WAYBILL_LOG_CLOSE_RETRY_SECONDS` later.
+The closer sleeps until the next row is due; a terminal write (here, or on
+another replica through the NOTIFY it sends) sets it to wake when the new row
+will be due, if it would sleep longer. Replicas claim due rows by moving their
+`close_at` on (SKIP LOCKED on Postgres): one replica closes each at a time, and
+one whose close failed (the journal unreachable) is tried again
+`WAYBILL_LOG_CLOSE_RETRY_SECONDS` later.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime, timedelta
 
@@ -40,6 +40,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.common.grpc_channels import open_channel
 from waybill.services.admission import metrics
 from waybill.services.admission.tables import log_closes
@@ -48,6 +49,7 @@ from waybill.v1 import journal_pb2, journal_pb2_grpc
 log = logging.getLogger("waybill.admission.log_closes")
 
 BATCH = 64  # rows claimed (and closed concurrently) per round
+TIMER_MARGIN_SECONDS = 0.05  # the closer wakes this long after a row is due
 
 
 LOG_CLOSE_OWED = insert(log_closes)  # built once: it is part of every run's end
@@ -113,43 +115,27 @@ class LogCloser:
         self.rpc_timeout = rpc_timeout
         self.channel = open_channel(journal_addr)
         self.journal = journal_pb2_grpc.JournalStub(self.channel)
-        self._wake = asyncio.Event()
-        # When the sleeping loop wakes by itself (event-loop time); None: it sleeps
-        # until woken, or is in a pass (a wake then costs one more pass).
-        self._sleeping_until: float | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.loop = BackgroundLoop(
+            "log-closer", self.close_pass, log=log, retry_seconds=retry_seconds
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._close_forever(), name="log-closer")
+        self.loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self.loop.stop()
         await self.channel.close()
 
     def owed(self) -> None:
         """A terminal write was committed (here or elsewhere): its row is due after
-        the grace. Woken only when the loop would not wake by then anyway."""
+        the grace. The loop is set to wake by then, unless it would anyway."""
         due = asyncio.get_running_loop().time() + self.grace_seconds
-        if self._sleeping_until is None or self._sleeping_until > due:
-            self._wake.set()
+        self.loop.wake_by(due + TIMER_MARGIN_SECONDS)
 
-    async def _close_forever(self) -> None:
-        while True:
-            try:
-                await self.close_due()
-                timeout = await self._seconds_to_next()
-            except Exception:
-                log.exception("closing ended runs' logs failed; trying again shortly")
-                timeout = self.retry_seconds
-            now = asyncio.get_running_loop().time()
-            self._sleeping_until = None if timeout is None else now + timeout
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            self._sleeping_until = None
-            self._wake.clear()
+    async def close_pass(self) -> float | None:
+        """Close every due log; then the seconds until the next is due."""
+        await self.close_due()
+        return await self._seconds_to_next()
 
     async def close_due(self) -> None:
         while True:
@@ -191,4 +177,5 @@ class LogCloser:
         due = await self.store.next_due()
         if due is None:
             return None
-        return max(0.05, (codec.aware_utc(due) - codec.now_utc()).total_seconds() + 0.05)
+        seconds = (codec.aware_utc(due) - codec.now_utc()).total_seconds()
+        return max(TIMER_MARGIN_SECONDS, seconds + TIMER_MARGIN_SECONDS)

@@ -8,8 +8,6 @@ firings passes in seconds, with real processes. Production never sets it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,19 +20,17 @@ class SystemClock:
     def now(self) -> datetime:
         return codec.now_utc()
 
-    async def wait(self, until: datetime | None, wake: asyncio.Event, max_sleep: float) -> None:
-        """Until `until`, a wake-up, or `max_sleep` seconds, whichever comes first."""
-        seconds = max_sleep
-        if until is not None:
-            seconds = min(seconds, max(0.0, (until - self.now()).total_seconds()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout=seconds)
+    def seconds_until(self, moment: datetime | None) -> float | None:
+        """How long to sleep until `moment`; None: no moment to wake for."""
+        if moment is None:
+            return None
+        return max(0.0, (moment - self.now()).total_seconds())
 
 
 class FileClock(SystemClock):
     """ "Now" is the time written in a file. Simulated time does not pass by
-    itself, so a wait lasts until a wake-up or `max_sleep` real seconds (tests
-    set it short), then the file is read again."""
+    itself, so a sleep lasts until a wake-up or the scheduler's longest sleep
+    (tests set it short), then the file is read again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -43,9 +39,8 @@ class FileClock(SystemClock):
         moment = datetime.fromisoformat(self.path.read_text().strip())
         return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
-    async def wait(self, until: datetime | None, wake: asyncio.Event, max_sleep: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout=max_sleep)
+    def seconds_until(self, moment: datetime | None) -> float | None:
+        return None  # the scheduler's longest sleep, then the file is read again
 
 
 def clock_for(clock_file: Path | None) -> SystemClock:

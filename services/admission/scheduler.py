@@ -22,8 +22,6 @@ previous firing's run, is still busy and the cron's multitask strategy is
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,8 +31,10 @@ from datetime import datetime, timedelta
 import grpc
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.common.errors import ServiceError
 from waybill.common.identity import Principal
+from waybill.common.statuses import MultitaskStrategy
 from waybill.services.admission.cron_store import CronStore
 from waybill.services.admission.crons import CronRecord
 from waybill.services.admission.schedule_clock import SystemClock
@@ -98,31 +98,24 @@ class Scheduler:
         self.grace = timedelta(seconds=grace_seconds)
         self.policy = missed_policy
         self.reclaim = timedelta(seconds=reclaim_seconds)
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        # A failed tick is tried again after the longest sleep.
+        self.loop = BackgroundLoop(
+            "cron-scheduler", self.tick_pass, log=log, retry_seconds=max_sleep, max_sleep=max_sleep
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run_forever(), name="cron-scheduler")
+        self.loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self.loop.stop()
 
     def wake(self) -> None:
-        self._wake.set()
+        self.loop.wake()
 
-    async def _run_forever(self) -> None:
-        while True:
-            self._wake.clear()  # a wake-up during the tick makes the wait return at once
-            try:
-                await self.tick()
-                until = await self.store.next_due()
-            except Exception:
-                log.exception("scheduler tick failed; retrying after the longest sleep")
-                until = None
-            await self.clock.wait(until, self._wake, self.max_sleep)
+    async def tick_pass(self) -> float | None:
+        """One tick; then the seconds until the next cron is due."""
+        await self.tick()
+        return self.clock.seconds_until(await self.store.next_due())
 
     async def tick(self) -> None:
         now = self.clock.now()
@@ -154,7 +147,7 @@ class Scheduler:
 
     async def _fire(self, cron: CronRecord, due_at: datetime) -> None:
         fresh = cron.thread_id is None
-        overlapping = fresh and cron.multitask_strategy == "reject"
+        overlapping = fresh and cron.multitask_strategy == MultitaskStrategy.REJECT
         if overlapping and await self.store.run_is_active(cron.last_run_id):
             await self.store.record_outcome(
                 cron.cron_id,

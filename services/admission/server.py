@@ -620,7 +620,9 @@ async def main() -> None:
         settings.engine(settings.sqlalchemy_url("admission")), settings.log_close_grace_seconds
     )
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
-    pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
+    pool = RunnerPool(
+        store, settings.lease_seconds, settings.max_attempts, settings.dispatch_retry_seconds
+    )
     pool.start()
     log_closer = LogCloser(
         LogCloseStore(store.engine),

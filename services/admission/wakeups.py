@@ -18,6 +18,8 @@ import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from waybill.common.background import BackgroundLoop
+
 log = logging.getLogger("waybill.admission.wakeups")
 
 CHANNEL = "waybill_work"
@@ -66,14 +68,20 @@ class WakeupListener:
         self.on_cancel = on_cancel
         self.reconnect_seconds = reconnect_seconds
         self.on_crons = on_crons
-        self._task: asyncio.Task[None] | None = None
+        # One pass listens until the connection is lost: stopping ends it at once.
+        self.loop = BackgroundLoop(
+            "wakeup-listener",
+            self.listen_until_lost,
+            log=log,
+            retry_seconds=reconnect_seconds,
+            stop_seconds=0.0,
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._listen_forever(), name="wakeup-listener")
+        self.loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        await self.loop.stop()
 
     def _received(self, _conn: Any, _pid: int, _channel: str, message: str) -> None:
         origin, _, payload = message.partition("|")
@@ -89,21 +97,21 @@ class WakeupListener:
             self.on_cancel(run_id, action)
         self.on_wake()
 
-    async def _listen_forever(self) -> None:
-        while True:
-            lost = asyncio.Event()
-            conn = None
-            try:
-                conn = await asyncpg.connect(self.dsn)
-                conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
-                await conn.add_listener(CHANNEL, self._received)
-                self.on_wake()  # anything committed while we were not listening
-                if self.on_crons is not None:
-                    self.on_crons()
-                await lost.wait()
-            except (OSError, asyncpg.PostgresError) as error:
-                log.warning("wake-up listener lost (%s); reconnecting", error)
-            finally:
-                if conn is not None and not conn.is_closed():
-                    await conn.close()
-            await asyncio.sleep(self.reconnect_seconds)
+    async def listen_until_lost(self) -> float:
+        """Listen until the connection drops; then reconnect after a pause."""
+        lost = asyncio.Event()
+        conn = None
+        try:
+            conn = await asyncpg.connect(self.dsn)
+            conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
+            await conn.add_listener(CHANNEL, self._received)
+            self.on_wake()  # anything committed while we were not listening
+            if self.on_crons is not None:
+                self.on_crons()
+            await lost.wait()
+        except (OSError, asyncpg.PostgresError) as error:
+            log.warning("wake-up listener lost (%s); reconnecting", error)
+        finally:
+            if conn is not None and not conn.is_closed():
+                await conn.close()
+        return self.reconnect_seconds

@@ -16,7 +16,6 @@ the next one carries a new attempt id and the same Idempotency-Key).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 from typing import Any
@@ -25,7 +24,9 @@ import grpc
 import httpx
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.common.settings import Settings
+from waybill.common.statuses import TERMINAL_RUN_STATUSES
 from waybill.common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
 from waybill.services.delivery import signing
 from waybill.services.delivery.metrics import WEBHOOK_ATTEMPTS
@@ -34,12 +35,7 @@ from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.delivery.outbox")
 
-ENDED = {
-    common_pb2.RUN_STATUS_SUCCESS,
-    common_pb2.RUN_STATUS_ERROR,
-    common_pb2.RUN_STATUS_TIMEOUT,
-    common_pb2.RUN_STATUS_INTERRUPTED,
-}
+ENDED = {codec.RUN_STATUS_VALUES[status] for status in TERMINAL_RUN_STATUSES}
 BATCH = 20
 
 
@@ -86,12 +82,20 @@ class Outbox:
         self.store = outbox
         self.admission = admission
         self.secret = signing.webhook_secret(settings)
-        self.wake = asyncio.Event()
         self.http = httpx.AsyncClient(
             timeout=settings.webhook_timeout_seconds, follow_redirects=False
         )
+        # A failed pass (a database hiccup) is tried again after one poll.
+        poll = settings.webhook_poll_seconds
+        self.loop = BackgroundLoop(
+            "webhook-outbox", self.outbox_pass, log=log, retry_seconds=poll, max_sleep=poll
+        )
+
+    def start(self) -> None:
+        self.loop.start()
 
     async def close(self) -> None:
+        await self.loop.stop()
         await self.http.aclose()
 
     # ---- releasing held rows ----------------------------------------------------
@@ -102,7 +106,7 @@ class Outbox:
         for row in await self.store.held(run_id, epoch):
             released += await self._settle(row)
         if released:
-            self.wake.set()
+            self.loop.wake()
         return released
 
     async def _settle(self, row: DeliveryRow) -> int:
@@ -193,22 +197,12 @@ class Outbox:
 
     # ---- the loop ------------------------------------------------------------------
 
-    async def run_forever(self) -> None:
-        while True:
-            try:
-                await self.settle_overdue()
-                await self.send_due()
-                delay = await self._idle_seconds()
-            except Exception:  # a database hiccup must not stop the outbox for good
-                log.exception("webhook outbox pass failed; retrying")
-                delay = self.settings.webhook_poll_seconds
-            self.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=delay)
-
-    async def _idle_seconds(self) -> float:
-        poll = self.settings.webhook_poll_seconds
+    async def outbox_pass(self) -> float | None:
+        """Release overdue held rows, send the due ones; then the seconds until
+        the next is due (at most one poll: another replica may add rows)."""
+        await self.settle_overdue()
+        await self.send_due()
         due = await self.store.next_due(codec.now_utc())
         if due is None:
-            return poll
-        return max(0.0, min(poll, (codec.aware_utc(due) - codec.now_utc()).total_seconds()))
+            return None
+        return (codec.aware_utc(due) - codec.now_utc()).total_seconds()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -266,7 +265,7 @@ async def main() -> None:
     outbox_store = OutboxStore(store.engine)
     admission = open_channel(settings.admission_addr)
     outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
-    sending = asyncio.create_task(outbox.run_forever())
+    outbox.start()
     servicer = DeliveryServicer(settings, store, outbox_store, outbox)
     channels = ChannelsService(settings, ChannelStore(store.engine))
 
@@ -282,9 +281,6 @@ async def main() -> None:
         on_stop=channels.stop,
         grace_seconds=settings.shutdown_grace_seconds,
     )
-    sending.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await sending
     await outbox.close()
     await admission.close()
     await store.engine.dispose()

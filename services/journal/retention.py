@@ -3,12 +3,12 @@ than the retention period, leaving a tombstone that says they expired."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore
 
@@ -38,15 +38,23 @@ async def sweep_once(
     return swept
 
 
-async def sweep_forever(
+def retention_loop(
     store: JournalStore,
     retention_seconds: float,
     every_seconds: float,
     on_expired: Callable[[list[str]], Awaitable[None]],
-) -> None:
-    while True:
-        await asyncio.sleep(every_seconds)
-        try:
-            await sweep_once(store, retention_seconds, on_expired)
-        except Exception:  # the next pass tries again
-            log.exception("retention sweep failed")
+) -> BackgroundLoop:
+    """A sweep every `every_seconds`, the first one that long after start; a
+    failed sweep is tried again at the next."""
+
+    async def sweep() -> float:
+        await sweep_once(store, retention_seconds, on_expired)
+        return every_seconds
+
+    return BackgroundLoop(
+        "retention-sweep",
+        sweep,
+        log=log,
+        retry_seconds=every_seconds,
+        first_sleep=every_seconds,
+    )

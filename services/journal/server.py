@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,7 +24,7 @@ from waybill.services.journal.metrics import (
 from waybill.services.journal.record_rpcs import append_records, list_records
 from waybill.services.journal.records import RecordStore
 from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
-from waybill.services.journal.retention import sweep_forever
+from waybill.services.journal.retention import retention_loop
 from waybill.services.journal.schema import SCHEMA
 from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore, StoredEvent
@@ -174,17 +173,13 @@ async def main() -> None:
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     hub = make_hub(settings, store)
     hub.start()
-    sweeper = asyncio.create_task(
-        sweep_forever(
-            store,
-            settings.journal_retention_seconds,
-            settings.journal_sweep_seconds,
-            hub.expired,
-        )
+    sweeper = retention_loop(
+        store, settings.journal_retention_seconds, settings.journal_sweep_seconds, hub.expired
     )
+    sweeper.start()
 
     async def stop() -> None:
-        sweeper.cancel()
+        await sweeper.stop()
 
     servicer = JournalServicer(hub, RecordStore(store.engine))
     await serve(

@@ -9,9 +9,9 @@ process), the inbound dedupe still starts each message's run once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
+from waybill.common.background import BackgroundLoop
 from waybill.common.settings import Settings
 from waybill.services.delivery.channels.adapter import InboundMessage, PlatformCallFailed
 from waybill.services.delivery.channels.dispatch import ChannelDispatcher
@@ -37,13 +37,31 @@ class TelegramPoller:
         self.wait_seconds = min(settings.channel_poll_seconds, self.lease_seconds / 2)
         self.retry_seconds = settings.channel_poll_retry_seconds
 
-    async def run(self) -> None:
+        # A poll in progress is dropped at once on stop: the offset moves on only
+        # past updates already taken, so the next leader fetches the rest again.
+        self.loop = BackgroundLoop(
+            self.lease,
+            self.poll_round,
+            log=log,
+            retry_seconds=self.retry_seconds,
+            stop_seconds=0.0,
+            traceback_on_error=False,  # the platform URL carries the bot token
+        )
+
+    def start(self) -> None:
+        self.loop.start()
+
+    async def stop(self) -> None:
+        """Stop polling and give up the lease, so another replica leads at once."""
+        await self.loop.stop()
         try:
-            while True:
-                if not await self.poll_once():
-                    await asyncio.sleep(self.retry_seconds)
-        finally:
-            await asyncio.shield(self.store.drop_lease(self.lease, HOLDER))
+            await self.store.drop_lease(self.lease, HOLDER)
+        except Exception as error:  # the database may be restarting: the lease expires
+            log.warning("%s: lease not dropped: %s", self.lease, type(error).__name__)
+
+    async def poll_round(self) -> float:
+        """Poll again at once after a round as leader; else after a pause."""
+        return 0.0 if await self.poll_once() else self.retry_seconds
 
     async def poll_once(self) -> bool:
         """One round as leader; False when not the leader or the round failed."""

@@ -11,6 +11,7 @@ import grpc
 import httpx
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.common.grpc_channels import open_channel
 from waybill.common.grpc_server import translate_errors
 from waybill.common.settings import Settings
@@ -64,9 +65,16 @@ class ChannelsService:
             for adapter in self.dispatcher.adapters.values()
             if isinstance(adapter, TelegramAdapter) and adapter.spec.mode == "polling"
         ]
-        self.tasks: list[asyncio.Task[None]] = []
         self.settings = settings
         self.store = store
+        self.upkeep = BackgroundLoop(
+            "channels-upkeep",
+            self.upkeep_pass,
+            log=log,
+            retry_seconds=settings.channel_reply_sweep_seconds,
+            traceback_on_error=False,  # a platform call's error may carry a bot token
+        )
+        self._forgotten_at = -math.inf
         if specs:
             log.info("channels: %s", ", ".join(f"{s.name} ({s.platform})" for s in specs.values()))
 
@@ -74,28 +82,22 @@ class ChannelsService:
         channels_pb2_grpc.add_ChannelsServicer_to_server(ChannelsServicer(self.dispatcher), server)
 
     def start(self) -> None:
-        self.tasks = [asyncio.create_task(poller.run()) for poller in self.pollers]
+        for poller in self.pollers:
+            poller.start()
         if self.dispatcher.adapters:
-            self.tasks.append(asyncio.create_task(self._adopt_orphans()))
+            self.upkeep.start()
 
-    async def _adopt_orphans(self) -> None:
+    async def upkeep_pass(self) -> float:
         """Answers a dead replica was streaming are resumed here; old event ids
         are forgotten now and then."""
-        forgotten_at = -math.inf
-        while True:
-            try:
-                await self.dispatcher.adopt_orphans()
-                if time.monotonic() - forgotten_at >= self.settings.channel_dedupe_sweep_seconds:
-                    await self.store.forget_events(self.settings.channel_dedupe_seconds)
-                    forgotten_at = time.monotonic()
-            except Exception as error:  # the database may be restarting
-                log.warning("channels: upkeep failed: %s", type(error).__name__)
-            await asyncio.sleep(self.settings.channel_reply_sweep_seconds)
+        await self.dispatcher.adopt_orphans()
+        if time.monotonic() - self._forgotten_at >= self.settings.channel_dedupe_sweep_seconds:
+            await self.store.forget_events(self.settings.channel_dedupe_seconds)
+            self._forgotten_at = time.monotonic()
+        return self.settings.channel_reply_sweep_seconds
 
     async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(self.upkeep.stop(), *(poller.stop() for poller in self.pollers))
         await self.dispatcher.close()
         await self.http.aclose()
         for channel in self.channels:
