@@ -24,10 +24,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
+from waybill.common import codec
 from waybill.common.settings import get_settings
 
 Pass = Callable[[], Awaitable[float | None]]
+# A loop wakes this long after a stored moment: the pass then finds it due, not
+# a hair early (the database's clock and the event loop's are not the same).
+DUE_MARGIN_SECONDS = 0.05
+
+
+def seconds_until(moment: datetime | None) -> float | None:
+    """What a pass returns to be run again when `moment` (a stored UTC time)
+    is due; None when there is no moment."""
+    if moment is None:
+        return None
+    seconds = (codec.aware_utc(moment) - codec.now_utc()).total_seconds()
+    return max(DUE_MARGIN_SECONDS, seconds + DUE_MARGIN_SECONDS)
 
 
 class BackgroundLoop:

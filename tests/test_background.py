@@ -9,10 +9,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from datetime import timedelta
 
 import pytest
 
-from waybill.common.background import BackgroundLoop
+from waybill.common import codec
+from waybill.common.background import DUE_MARGIN_SECONDS, BackgroundLoop, seconds_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -216,3 +218,14 @@ async def test_wake_by_during_a_pass_makes_one_more_pass() -> None:
     passes.hold.set()
     assert await passes.count_reaches(2, seconds=2.0)
     await loop.stop()
+
+
+def test_seconds_until_a_stored_moment_wakes_just_after_it() -> None:
+    now = codec.now_utc()
+    assert seconds_until(None) is None
+    assert seconds_until(now - timedelta(seconds=30)) == DUE_MARGIN_SECONDS
+    ahead = seconds_until(now + timedelta(seconds=2))
+    assert ahead is not None and 1.9 < ahead <= 2.0 + DUE_MARGIN_SECONDS
+    naive = (now + timedelta(seconds=2)).replace(tzinfo=None)  # as SQLite returns it
+    ahead = seconds_until(naive)
+    assert ahead is not None and 1.9 < ahead <= 2.0 + DUE_MARGIN_SECONDS

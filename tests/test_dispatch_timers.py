@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from waybill.common import codec
+from waybill.common.background import DUE_MARGIN_SECONDS
 from waybill.common.settings import Settings
 from waybill.common.sql import create_engine
 from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
-from waybill.services.admission.dispatch import TIMER_MARGIN_SECONDS, RunnerConnection, RunnerPool
+from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
 from waybill.services.admission.records import RunRecord
 from waybill.services.admission.store import AdmissionStore, Lease
 from waybill.v1 import admission_pb2
@@ -105,7 +106,7 @@ async def test_the_timer_is_the_earliest_delayed_start(store: AdmissionStore) ->
     await admitted(store, after_seconds=8.0)
     seconds = await pool.seconds_to_next_timer()
     assert seconds is not None
-    assert 7.5 < seconds <= 8.0 + TIMER_MARGIN_SECONDS
+    assert 7.5 < seconds <= 8.0 + DUE_MARGIN_SECONDS
 
 
 async def test_the_timer_is_the_earliest_lease_expiry(store: AdmissionStore) -> None:
@@ -114,14 +115,14 @@ async def test_the_timer_is_the_earliest_lease_expiry(store: AdmissionStore) -> 
     await admitted(store, lease=Lease("runner-a", 6.0))
     seconds = await pool.seconds_to_next_timer()
     assert seconds is not None
-    assert 5.5 < seconds <= 6.0 + TIMER_MARGIN_SECONDS
+    assert 5.5 < seconds <= 6.0 + DUE_MARGIN_SECONDS
 
 
 async def test_a_lease_already_expired_makes_the_timer_the_margin(store: AdmissionStore) -> None:
     pool = RunnerPool(store, lease_seconds=30.0, max_attempts=3)
     await admitted(store, lease=Lease("runner-a", 0.01))
     await asyncio.sleep(0.05)
-    assert await pool.seconds_to_next_timer() == TIMER_MARGIN_SECONDS
+    assert await pool.seconds_to_next_timer() == DUE_MARGIN_SECONDS
 
 
 # ---- the loop acting on its timers ----------------------------------------------------
@@ -193,7 +194,7 @@ async def test_a_run_leased_at_admit_sets_an_alarm_and_no_pass(
     alarm = pool.loop.wakes_at
     assert alarm is not None
     in_seconds = alarm - asyncio.get_running_loop().time()
-    assert 0.6 < in_seconds <= 0.8 + TIMER_MARGIN_SECONDS
+    assert 0.6 < in_seconds <= 0.8 + DUE_MARGIN_SECONDS
     # The runner never renews: the alarm alone starts the pass that takes it over.
     taken = await next_run_for(runner, seconds=5.0)
     waited = time.monotonic() - leased_at

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 
 from waybill.common import codec
-from waybill.common.background import BackgroundLoop
+from waybill.common.background import DUE_MARGIN_SECONDS, BackgroundLoop, seconds_until
 from waybill.services.admission import metrics
 from waybill.services.admission.records import RunRecord
 from waybill.services.admission.store import AdmissionStore
@@ -25,7 +25,6 @@ from waybill.v1 import admission_pb2
 log = logging.getLogger("waybill.admission.dispatch")
 
 Outbox = asyncio.Queue[admission_pb2.WorkAssignment | None]
-TIMER_MARGIN_SECONDS = 0.05  # the loop wakes this long after a lease expires or a run is due
 
 
 @dataclass
@@ -74,7 +73,7 @@ class RunnerPool:
         token); a loop in a pass may have read the timers before this commit, so
         it is woken to read them again."""
         expiry = asyncio.get_running_loop().time() + self.lease_seconds
-        self.loop.wake_by(expiry + TIMER_MARGIN_SECONDS)
+        self.loop.wake_by(expiry + DUE_MARGIN_SECONDS)
 
     # ---- runner connections ----------------------------------------------------
 
@@ -166,10 +165,7 @@ class RunnerPool:
         """Seconds until the next lease expiry or delayed start; None: neither waits."""
         moments = [await self.store.next_lease_expiry(), await self.store.next_delayed_start()]
         due = [codec.aware_utc(moment) for moment in moments if moment is not None]
-        if not due:
-            return None
-        seconds = (min(due) - codec.now_utc()).total_seconds()
-        return max(TIMER_MARGIN_SECONDS, seconds + TIMER_MARGIN_SECONDS)
+        return seconds_until(min(due, default=None))
 
     async def _dispatch_pending(self) -> None:
         while True:

@@ -40,7 +40,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
-from waybill.common.background import BackgroundLoop
+from waybill.common.background import DUE_MARGIN_SECONDS, BackgroundLoop, seconds_until
 from waybill.common.grpc_channels import open_channel
 from waybill.services.admission import metrics
 from waybill.services.admission.tables import log_closes
@@ -49,7 +49,6 @@ from waybill.v1 import journal_pb2, journal_pb2_grpc
 log = logging.getLogger("waybill.admission.log_closes")
 
 BATCH = 64  # rows claimed (and closed concurrently) per round
-TIMER_MARGIN_SECONDS = 0.05  # the closer wakes this long after a row is due
 
 
 LOG_CLOSE_OWED = insert(log_closes)  # built once: it is part of every run's end
@@ -130,12 +129,12 @@ class LogCloser:
         """A terminal write was committed (here or elsewhere): its row is due after
         the grace. The loop is set to wake by then, unless it would anyway."""
         due = asyncio.get_running_loop().time() + self.grace_seconds
-        self.loop.wake_by(due + TIMER_MARGIN_SECONDS)
+        self.loop.wake_by(due + DUE_MARGIN_SECONDS)
 
     async def close_pass(self) -> float | None:
         """Close every due log; then the seconds until the next is due."""
         await self.close_due()
-        return await self._seconds_to_next()
+        return seconds_until(await self.store.next_due())
 
     async def close_due(self) -> None:
         while True:
@@ -172,10 +171,3 @@ class LogCloser:
         if reply.closed:
             log.warning("run %s: its runner never closed its log; admission closed it", run_id)
         return True
-
-    async def _seconds_to_next(self) -> float | None:
-        due = await self.store.next_due()
-        if due is None:
-            return None
-        seconds = (codec.aware_utc(due) - codec.now_utc()).total_seconds()
-        return max(TIMER_MARGIN_SECONDS, seconds + TIMER_MARGIN_SECONDS)

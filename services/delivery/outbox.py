@@ -24,7 +24,7 @@ import grpc
 import httpx
 
 from waybill.common import codec
-from waybill.common.background import BackgroundLoop
+from waybill.common.background import BackgroundLoop, seconds_until
 from waybill.common.settings import Settings
 from waybill.common.statuses import TERMINAL_RUN_STATUSES
 from waybill.common.webhook_targets import CheckedTarget, WebhookTargetRefused, check_webhook_url
@@ -202,7 +202,4 @@ class Outbox:
         the next is due (at most one poll: another replica may add rows)."""
         await self.settle_overdue()
         await self.send_due()
-        due = await self.store.next_due(codec.now_utc())
-        if due is None:
-            return None
-        return (codec.aware_utc(due) - codec.now_utc()).total_seconds()
+        return seconds_until(await self.store.next_due(codec.now_utc()))
