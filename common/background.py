@@ -1,10 +1,15 @@
 """A background loop: one task that makes a pass, then sleeps until its next pass
 is due or until it is woken.
 
-Every service's standing work is one of these (dispatch, log closes, crons, the
-webhook outbox, channel polling and upkeep, journal retention):
+Every service's standing work is one of these (dispatch and its wake-up
+listener, log closes, crons, the webhook outbox, channel polling and upkeep,
+journal retention):
 
-    loop = BackgroundLoop("outbox", outbox.send_due, log=log, retry_seconds=1.0)
+    async def send_due() -> float | None:   # one pass
+        ...                                 # send what is due
+        return seconds_until(await store.next_due())
+
+    loop = BackgroundLoop("outbox", send_due, log=log, retry_seconds=1.0)
     loop.start()
     loop.wake()      # something is due now
     await loop.stop()
