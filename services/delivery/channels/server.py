@@ -12,7 +12,6 @@ import httpx
 
 from waybill.common import codec
 from waybill.common.grpc_channels import open_channel
-from waybill.common.grpc_server import translate_errors
 from waybill.common.settings import Settings
 from waybill.services.delivery.channels.config import load_channels
 from waybill.services.delivery.channels.dispatch import ChannelDispatcher
@@ -28,8 +27,9 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
     def __init__(self, dispatcher: ChannelDispatcher) -> None:
         self.dispatcher = dispatcher
 
-    @translate_errors
-    async def Receive(self, request, context):  # type: ignore[no-untyped-def]
+    async def Receive(
+        self, request: channels_pb2.InboundDelivery, context: grpc.aio.ServicerContext
+    ) -> channels_pb2.InboundReply:
         headers = {header.name.lower(): header.value for header in request.headers}
         answer = await self.dispatcher.receive(
             request.platform, request.channel, headers, request.body
