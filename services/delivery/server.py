@@ -11,7 +11,7 @@ import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
-from waybill.common.grpc_channels import open_channel
+from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import acting_user
 from waybill.common.settings import Settings, get_settings
@@ -276,11 +276,11 @@ async def main() -> None:
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     outbox_store = OutboxStore(store.engine)
-    admission = open_channel(settings.admission_addr)
-    outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
+    peers = PeerChannels(settings)
+    outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(peers.admission()))
     sending = asyncio.create_task(outbox.run_forever())
     servicer = DeliveryServicer(settings, store, outbox_store, outbox)
-    channels = ChannelsService(settings, ChannelStore(store.engine))
+    channels = ChannelsService(settings, ChannelStore(store.engine), peers)
 
     def register(server: grpc.aio.Server) -> None:
         delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server)
@@ -298,7 +298,7 @@ async def main() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await sending
     await outbox.close()
-    await admission.close()
+    await peers.close()
     await store.engine.dispose()
 
 

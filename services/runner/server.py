@@ -15,7 +15,7 @@ from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found, refused
-from waybill.common.grpc_channels import open_channel
+from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
@@ -368,14 +368,14 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
 
-def connect_peers(settings: Settings) -> Peers:
-    journal = journal_pb2_grpc.JournalStub(open_channel(settings.journal_addr))
+def connect_peers(channels: PeerChannels) -> Peers:
+    journal = journal_pb2_grpc.JournalStub(channels.journal())
     return Peers(
-        admission=admission_pb2_grpc.AdmissionStub(open_channel(settings.admission_addr)),
+        admission=admission_pb2_grpc.AdmissionStub(channels.admission()),
         journal=journal,
         journal_link=JournalLink(journal),
-        delivery=delivery_pb2_grpc.DeliveryStub(open_channel(settings.delivery_addr)),
-        rpc_timeout=settings.rpc_timeout_seconds,
+        delivery=delivery_pb2_grpc.DeliveryStub(channels.delivery()),
+        rpc_timeout=channels.settings.rpc_timeout_seconds,
     )
 
 
@@ -405,9 +405,10 @@ async def main() -> None:
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         work_health = WorkHealth()
+        channels = PeerChannels(settings)
         worker = Worker(
             graphs,
-            connect_peers(settings),
+            connect_peers(channels),
             store,
             slots=settings.runner_slots,
             limits=RunLimits(
@@ -435,6 +436,8 @@ async def main() -> None:
             grace_seconds=settings.shutdown_grace_seconds,
             on_serving=work_health.attach,
         )
+        # After the server stopped: calls served in the grace may still use them.
+        await channels.close()
 
 
 if __name__ == "__main__":

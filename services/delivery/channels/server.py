@@ -11,7 +11,7 @@ import grpc
 import httpx
 
 from waybill.common import codec
-from waybill.common.grpc_channels import open_channel
+from waybill.common.grpc_channels import PeerChannels
 from waybill.common.settings import Settings
 from waybill.services.delivery.channels.config import load_channels
 from waybill.services.delivery.channels.dispatch import ChannelDispatcher
@@ -38,25 +38,22 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
 
 
 class ChannelsService:
-    """The dispatcher, its peers and its background work (pollers, replies)."""
+    """The dispatcher and its background work (pollers, replies); its peers' channels
+    are the delivery process's, closed by it."""
 
-    def __init__(self, settings: Settings, store: ChannelStore) -> None:
+    def __init__(self, settings: Settings, store: ChannelStore, peers: PeerChannels) -> None:
         # The platform URLs carry bot tokens (Telegram's path): httpx logs every
         # request URL at INFO, so its loggers stay at WARNING.
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
         specs = load_channels(settings)
-        self.channels = [
-            open_channel(settings.admission_addr),
-            open_channel(settings.journal_addr),
-        ]
         self.http = httpx.AsyncClient(timeout=settings.channel_http_timeout_seconds)
         self.dispatcher = ChannelDispatcher(
             settings,
             specs,
             store,
-            admission_pb2_grpc.AdmissionStub(self.channels[0]),
-            journal_pb2_grpc.JournalStub(self.channels[1]),
+            admission_pb2_grpc.AdmissionStub(peers.admission()),
+            journal_pb2_grpc.JournalStub(peers.journal()),
             self.http,
         )
         self.pollers = [
@@ -98,5 +95,3 @@ class ChannelsService:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.dispatcher.close()
         await self.http.aclose()
-        for channel in self.channels:
-            await channel.close()
