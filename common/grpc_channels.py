@@ -1,6 +1,8 @@
 """The one place a gRPC channel to a peer is opened, so that every channel agrees
 with every server on the largest message (`WAYBILL_GRPC_MAX_MESSAGE_BYTES`) and
-on transport security.
+on transport security. A service holds its channels in one `PeerChannels`: one
+channel per peer, the runner reads retried on another runner, all closed together
+when it stops.
 
 The gateway refuses a request body over `WAYBILL_MAX_REQUEST_BYTES` before any
 service is called; the message limit sits well above it (a run's input is
@@ -16,6 +18,7 @@ reach a port but holds no certificate gets nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,9 +30,11 @@ from waybill.common.settings import Settings, get_settings
 Option = tuple[str, Any]
 
 
-def message_options(max_message_bytes: int | None = None) -> list[Option]:
+def message_options(
+    max_message_bytes: int | None = None, settings: Settings | None = None
+) -> list[Option]:
     """Both directions' size limits, for a channel or a server."""
-    limit = max_message_bytes or get_settings().grpc_max_message_bytes
+    limit = max_message_bytes or (settings or get_settings()).grpc_max_message_bytes
     return [
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
@@ -68,10 +73,11 @@ def open_channel(
     *,
     options: Sequence[Option] = (),
     interceptors: Sequence[Any] | None = None,
+    settings: Settings | None = None,
 ) -> grpc.aio.Channel:
     """An asyncio channel to `target` (an address, or a list for round robin)."""
-    settings = get_settings()
-    all_options = [*message_options(), *options]
+    settings = settings or get_settings()
+    all_options = [*message_options(settings=settings), *options]
     credentials = channel_credentials(settings)
     if credentials is None:
         return grpc.aio.insecure_channel(target, options=all_options, interceptors=interceptors)
@@ -84,6 +90,97 @@ def round_robin(target: str, **kwargs: Any) -> grpc.aio.Channel:
     """A channel spreading calls over every address `target` lists (runner reads)."""
     options = [("grpc.lb_policy_name", "round_robin"), *kwargs.pop("options", ())]
     return open_channel(target, options=options, **kwargs)
+
+
+# Graph-side reads any runner can answer: one refused because its runner just
+# died (UNAVAILABLE) is tried again on another, instead of failing the request.
+RUNNER_READS = (
+    "GetThreadState",
+    "GetThreadHistory",
+    "GetGraph",
+    "GetSchemas",
+    "GetSubgraphs",
+    "StoreGet",
+    "StoreSearch",
+    "StoreListNamespaces",
+)
+
+
+def read_retries(backoff_seconds: float) -> str:
+    """gRPC service config: retry the runner reads on UNAVAILABLE, up to 4 tries."""
+    policy = {
+        "maxAttempts": 4,
+        "initialBackoff": f"{backoff_seconds:.3f}s",
+        "maxBackoff": f"{backoff_seconds * 8:.3f}s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    names = [{"service": "waybill.v1.Runner", "method": method} for method in RUNNER_READS]
+    return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})
+
+
+def runner_reads(
+    target: str | None = None,
+    *,
+    interceptors: Sequence[Any] | None = None,
+    settings: Settings | None = None,
+) -> grpc.aio.Channel:
+    """A channel to every runner (`WAYBILL_RUNNER_READ_TARGET`, else the runner's
+    address), round robin, its reads retried on another runner
+    (`WAYBILL_RUNNER_READ_BACKOFF_SECONDS` apart, doubling)."""
+    settings = settings or get_settings()
+    retries = read_retries(settings.runner_read_backoff_seconds)
+    return round_robin(
+        target or settings.runner_read_target or settings.runner_addr,
+        options=[("grpc.service_config", retries)],
+        interceptors=interceptors,
+        settings=settings,
+    )
+
+
+class PeerChannels:
+    """The channels one process opens to its peers: one per peer, opened on first
+    use, alike in limits, credentials and the process's `interceptors`, and closed
+    together by `close` when the process stops."""
+
+    def __init__(self, settings: Settings, interceptors: Sequence[Any] | None = None) -> None:
+        self.settings = settings
+        self.interceptors = interceptors
+        self._by_address: dict[str, grpc.aio.Channel] = {}
+        self._runner_reads: grpc.aio.Channel | None = None
+
+    def admission(self) -> grpc.aio.Channel:
+        return self._to(self.settings.admission_addr)
+
+    def journal(self) -> grpc.aio.Channel:
+        return self._to(self.settings.journal_addr)
+
+    def delivery(self) -> grpc.aio.Channel:
+        return self._to(self.settings.delivery_addr)
+
+    def runner_reads(self) -> grpc.aio.Channel:
+        """Any runner, round robin; a read refused by a runner that just died is
+        tried on another."""
+        if self._runner_reads is None:
+            self._runner_reads = runner_reads(
+                interceptors=self.interceptors, settings=self.settings
+            )
+        return self._runner_reads
+
+    async def close(self) -> None:
+        channels = list(self._by_address.values())
+        if self._runner_reads is not None:
+            channels.append(self._runner_reads)
+        self._by_address, self._runner_reads = {}, None
+        for channel in channels:
+            await channel.close()
+
+    def _to(self, address: str) -> grpc.aio.Channel:
+        if address not in self._by_address:
+            self._by_address[address] = open_channel(
+                address, interceptors=self.interceptors, settings=self.settings
+            )
+        return self._by_address[address]
 
 
 def blocking_channel(target: str, settings: Settings | None = None) -> grpc.Channel:

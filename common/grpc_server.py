@@ -6,13 +6,14 @@ get `shutdown_grace_seconds` to finish).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 import uvloop
@@ -29,8 +30,6 @@ from waybill.common.settings import get_settings
 
 log = logging.getLogger("waybill")
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 # The exit status of a service that refused to start on a schema it does not run on.
 SCHEMA_EXIT_CODE = 3
 
@@ -39,46 +38,110 @@ SCHEMA_EXIT_CODE = 3
 # the caller hears UNAVAILABLE (HTTP 503, worth a retry), not an unexpected failure.
 PEER_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
+Behavior = Callable[..., Any]
+F = TypeVar("F", bound=Behavior)
+
+
+class ErrorStatuses(grpc.aio.ServerInterceptor):
+    """Every method of a server, unary or streaming, answers its failures alike: a
+    `ServiceError` raised by domain code becomes the gRPC status it names, a peer
+    that could not be reached becomes UNAVAILABLE, and anything else becomes
+    INTERNAL with a plain message (the log keeps the traceback; no class name or
+    server path reaches the client, as gRPC's own "Unexpected <class …>" would).
+
+    `serve` installs it on every service's server."""
+
+    def __init__(self) -> None:
+        # Per method: the handler the server found and its translating twin, built
+        # once (the server hands out the same handler for every call).
+        self._translated: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:  # no such method: gRPC answers UNIMPLEMENTED itself
+            return None
+        method = handler_call_details.method
+        known = self._translated.get(method)
+        if known is None or known[0] is not handler:
+            known = (handler, _translated_handler(handler, method))
+            self._translated[method] = known
+        return known[1]
+
+
+# A handler's kind (request streaming, response streaming): which of its behaviors
+# serves the calls, and how a handler of that kind is built.
+HANDLER_KINDS: dict[tuple[bool, bool], tuple[str, Callable[..., grpc.RpcMethodHandler]]] = {
+    (False, False): ("unary_unary", grpc.unary_unary_rpc_method_handler),
+    (False, True): ("unary_stream", grpc.unary_stream_rpc_method_handler),
+    (True, False): ("stream_unary", grpc.stream_unary_rpc_method_handler),
+    (True, True): ("stream_stream", grpc.stream_stream_rpc_method_handler),
+}
+
+
+def _translated_handler(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    field, build = HANDLER_KINDS[(handler.request_streaming, handler.response_streaming)]
+    behavior = getattr(handler, field)
+    return build(
+        _translating(behavior, getattr(behavior, "__qualname__", method)),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+def _translating(behavior: Behavior, name: str) -> Behavior:
+    """`behavior` answering its failures as `ErrorStatuses` says; a synchronous one
+    (gRPC's UNIMPLEMENTED default of a method no servicer defines) as it is. The
+    arguments end with the call's context (`translate_errors` has `self` first)."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def streaming(*args: Any) -> AsyncIterator[Any]:
+            try:
+                async with contextlib.aclosing(behavior(*args)) as items:
+                    async for item in items:
+                        yield item
+            except Exception as error:
+                await _abort_for(error, args[-1], name)
+                raise
+
+        return streaming
+
+    if inspect.iscoroutinefunction(behavior):
+
+        async def unary(*args: Any) -> Any:
+            try:
+                return await behavior(*args)
+            except Exception as error:
+                await _abort_for(error, args[-1], name)
+                raise
+
+        return unary
+
+    return behavior
+
 
 def translate_errors(handler: F) -> F:
-    """Turn a `ServiceError` raised by domain code into the gRPC status it names, a
-    peer that could not be reached into UNAVAILABLE, and anything else into INTERNAL
-    with a plain message (the log keeps the traceback; no class name or server path
-    reaches the client, as gRPC's own "Unexpected <class …>" would carry them)."""
-    if inspect.isasyncgenfunction(handler):
+    """The same translation for one servicer method. `ErrorStatuses` does it for
+    every method of every service; this stays only until admission's servicer drops
+    it (translating twice is harmless: an aborted call passes through unchanged)."""
+    translated = _translating(handler, handler.__qualname__)
+    return cast(F, functools.wraps(handler)(translated))
 
-        @functools.wraps(handler)
-        async def stream_wrapper(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
-            try:
-                async for item in handler(self, request, context):
-                    yield item
-            except ServiceError as error:
-                await context.abort(error.code, error.message)
-            except grpc.aio.AioRpcError as error:
-                await _abort_if_peer_down(context, error)
-                raise
-            except grpc.aio.AbortError:
-                raise  # the handler aborted with a status of its own
-            except Exception:
-                await _abort_internal(context, handler.__qualname__)
 
-        return stream_wrapper  # type: ignore[return-value]
-
-    @functools.wraps(handler)
-    async def unary_wrapper(self: Any, request: Any, context: Any) -> Any:
-        try:
-            return await handler(self, request, context)
-        except ServiceError as error:
-            await context.abort(error.code, error.message)
-        except grpc.aio.AioRpcError as error:
-            await _abort_if_peer_down(context, error)
-            raise
-        except grpc.aio.AbortError:
-            raise  # the handler aborted with a status of its own
-        except Exception:
-            await _abort_internal(context, handler.__qualname__)
-
-    return unary_wrapper  # type: ignore[return-value]
+async def _abort_for(error: Exception, context: Any, method: str) -> None:
+    """Abort the call with the status `error` stands for; returns only when the error
+    should propagate as it is (the caller re-raises it)."""
+    if isinstance(error, ServiceError):
+        await context.abort(error.code, error.message)
+    elif isinstance(error, grpc.aio.AbortError):
+        return  # the handler (or a translation inside it) aborted with a status already
+    elif isinstance(error, grpc.aio.AioRpcError):
+        await _abort_if_peer_down(context, error)
+    else:
+        await _abort_internal(context, method)
 
 
 async def _abort_internal(context: Any, method: str) -> None:
@@ -96,6 +159,11 @@ async def _abort_if_peer_down(context: Any, error: grpc.aio.AioRpcError) -> None
             f"A Waybill service this request needs is not reachable ({error.details()}); "
             "retry shortly.",
         )
+
+
+def new_server() -> grpc.aio.Server:
+    """A service's gRPC server: the agreed message limits, and `ErrorStatuses`."""
+    return grpc.aio.server(options=message_options(), interceptors=[ErrorStatuses()])
 
 
 def configure_logging(service: str) -> None:
@@ -116,7 +184,7 @@ async def serve(
 ) -> None:
     """Run one service until SIGTERM/SIGINT, then stop it gracefully."""
     freeze_startup_objects()  # before the first await: no request's objects yet
-    server = grpc.aio.server(options=message_options())
+    server = new_server()
     register(server)
     settings = get_settings()
     serve_metrics(

@@ -354,14 +354,14 @@ def _with_principal(details: Any) -> Any:
     )
 
 
-class UnaryPrincipal(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class UnaryPrincipal(grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         return await continuation(_with_principal(details), request)
 
 
-class StreamPrincipal(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+class StreamPrincipal(grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:

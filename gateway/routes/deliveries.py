@@ -187,7 +187,7 @@ def attachment(name: str) -> str:
 async def _first_chunk(chunks: Any) -> delivery_pb2.FileChunk | None:
     try:
         async for chunk in chunks:
-            return chunk  # type: ignore[no-any-return]
+            return chunk
     except grpc.aio.AioRpcError as error:
         details = error.details() or ""
         raise HTTPException(http_status_for(error.code(), details), details) from error

@@ -8,13 +8,13 @@ import grpc
 
 from waybill.common import codec
 from waybill.common.errors import not_found
-from waybill.common.grpc_channels import round_robin
+from waybill.common.grpc_channels import runner_reads
 from waybill.v1 import runner_pb2, runner_pb2_grpc
 
 
 class RunnerFacts:
     def __init__(self, target: str, timeout: float) -> None:
-        self.channel = round_robin(target)
+        self.channel = runner_reads(target)
         self.runner = runner_pb2_grpc.RunnerStub(self.channel)
         self.timeout = timeout
         self._context_keys: dict[str, frozenset[str] | None] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import grpc
 
 from waybill.common.errors import ServiceError
-from waybill.common.grpc_channels import open_channel, round_robin
+from waybill.common.grpc_channels import PeerChannels
 from waybill.common.settings import Settings
 from waybill.services.admission.store import AdmissionStore
 from waybill.v1 import (
@@ -25,18 +25,13 @@ class ThreadRemoval:
     def __init__(self, store: AdmissionStore, settings: Settings) -> None:
         self.store = store
         self.timeout = settings.rpc_timeout_seconds
-        self.channels = [
-            open_channel(settings.journal_addr),
-            open_channel(settings.delivery_addr),
-            round_robin(settings.runner_read_target or settings.runner_addr),
-        ]
-        self.journal = journal_pb2_grpc.JournalStub(self.channels[0])
-        self.delivery = delivery_pb2_grpc.DeliveryStub(self.channels[1])
-        self.runner = runner_pb2_grpc.RunnerStub(self.channels[2])
+        self.channels = PeerChannels(settings)
+        self.journal = journal_pb2_grpc.JournalStub(self.channels.journal())
+        self.delivery = delivery_pb2_grpc.DeliveryStub(self.channels.delivery())
+        self.runner = runner_pb2_grpc.RunnerStub(self.channels.runner_reads())
 
     async def close(self) -> None:
-        for channel in self.channels:
-            await channel.close()
+        await self.channels.close()
 
     async def remove(self, thread_id: str) -> None:
         """Delete the thread; one already gone counts as done."""

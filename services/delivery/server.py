@@ -10,8 +10,8 @@ import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found
-from waybill.common.grpc_channels import open_channel
-from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.grpc_channels import PeerChannels
+from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import acting_user
 from waybill.common.settings import Settings, get_settings
 from waybill.common.tracing import run_span
@@ -125,8 +125,9 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         self.outbox_store = outbox_store
         self.outbox = outbox
 
-    @translate_errors
-    async def Snapshot(self, request, context):  # type: ignore[no-untyped-def]
+    async def Snapshot(
+        self, request: delivery_pb2.SnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.SnapshotResponse:
         _uuid(request.run_id, "run_id")
         root = thread_root(self.settings, _uuid(request.thread_id, "thread_id"))
         files = await self.store.continued_snapshot(request.continues_run_id)
@@ -137,8 +138,9 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         )
         return delivery_pb2.SnapshotResponse(files=[_file(f) for f in kept], existing=existing)
 
-    @translate_errors
-    async def WriteReceipt(self, request, context):  # type: ignore[no-untyped-def]
+    async def WriteReceipt(
+        self, request: delivery_pb2.WriteReceiptRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.Receipt:
         _uuid(request.run_id, "run_id")
         _uuid(request.thread_id, "thread_id")
         with run_span("delivery.receipt", request.run_id, request.thread_id):
@@ -150,17 +152,20 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         written.webhooks_held = held
         return written
 
-    @translate_errors
-    async def ConfirmFinished(self, request, context):  # type: ignore[no-untyped-def]
+    async def ConfirmFinished(
+        self, request: delivery_pb2.ConfirmFinishedRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.ConfirmFinishedResponse:
         released = await self.outbox.confirm(request.run_id, request.epoch)
         return delivery_pb2.ConfirmFinishedResponse(released=released)
 
-    @translate_errors
-    async def GetReceipt(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetReceipt(
+        self, request: delivery_pb2.GetReceiptRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.Receipt:
         return _to_proto(await self.store.latest(request.run_id))
 
-    @translate_errors
-    async def ForgetReceipts(self, request, context):  # type: ignore[no-untyped-def]
+    async def ForgetReceipts(
+        self, request: delivery_pb2.ForgetReceiptsRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.ForgetReceiptsResponse:
         thread_ids = [request.thread_id] if request.thread_id else []
         for value in [*thread_ids, *request.run_ids]:
             _uuid(value, "id")
@@ -182,14 +187,14 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
             if path in now
         ]
 
-    @translate_errors
-    async def ListOutputs(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListOutputs(
+        self, request: delivery_pb2.ListOutputsRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.ListOutputsResponse:
         outputs = await self._outputs(_uuid(request.thread_id, "thread_id"))
         return delivery_pb2.ListOutputsResponse(outputs=outputs)
 
-    @translate_errors
-    async def ReadOutput(  # type: ignore[no-untyped-def]
-        self, request, context
+    async def ReadOutput(
+        self, request: delivery_pb2.ReadOutputRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[delivery_pb2.FileChunk]:
         thread_id, path = _uuid(request.thread_id, "thread_id"), normalized(request.path)
         listed = {output.file.path for output in await self._outputs(thread_id)}
@@ -200,8 +205,9 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
             while block := await asyncio.to_thread(file.read, CHUNK):
                 yield delivery_pb2.FileChunk(data=block)
 
-    @translate_errors
-    async def Upload(self, request, context):  # type: ignore[no-untyped-def]
+    async def Upload(
+        self, request: delivery_pb2.UploadRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.WorkspaceFile:
         if len(request.data) > self.settings.upload_max_bytes:
             raise invalid(
                 f"the file is {len(request.data)} bytes; uploads are limited to "
@@ -213,15 +219,17 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
 
     # ---- webhooks ------------------------------------------------------------------
 
-    @translate_errors
-    async def ListDeliveries(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListDeliveries(
+        self, request: delivery_pb2.ListDeliveriesRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.ListDeliveriesResponse:
         found = await self.outbox_store.for_run(_uuid(request.run_id, "run_id"))
         return delivery_pb2.ListDeliveriesResponse(
             deliveries=[_delivery(row, attempts) for row, attempts in found]
         )
 
-    @translate_errors
-    async def SubscribeWebhook(self, request, context):  # type: ignore[no-untyped-def]
+    async def SubscribeWebhook(
+        self, request: delivery_pb2.WebhookSubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.WebhookSubscription:
         _scope(request.scope, request.scope_id)
         try:
             await check_webhook_url(request.url, self.settings)
@@ -238,16 +246,20 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         await self.outbox_store.subscribe(row)
         return _subscription(row)
 
-    @translate_errors
-    async def ListWebhookSubscriptions(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListWebhookSubscriptions(
+        self,
+        request: delivery_pb2.ListWebhookSubscriptionsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> delivery_pb2.ListWebhookSubscriptionsResponse:
         _scope(request.scope, request.scope_id)
         rows = await self.outbox_store.subscriptions(request.scope, request.scope_id)
         return delivery_pb2.ListWebhookSubscriptionsResponse(
             subscriptions=[_subscription(row) for row in rows]
         )
 
-    @translate_errors
-    async def UnsubscribeWebhook(self, request, context):  # type: ignore[no-untyped-def]
+    async def UnsubscribeWebhook(
+        self, request: delivery_pb2.WebhookUnsubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> delivery_pb2.WebhookUnsubscribeResponse:
         _scope(request.scope, request.scope_id)
         if not codec.is_uuid(request.subscription_id):
             raise not_found(f"Subscription {request.subscription_id} not found.")
@@ -263,11 +275,11 @@ async def main() -> None:
     store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     outbox_store = OutboxStore(store.engine)
-    admission = open_channel(settings.admission_addr)
-    outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(admission))
+    peers = PeerChannels(settings)
+    outbox = Outbox(settings, outbox_store, admission_pb2_grpc.AdmissionStub(peers.admission()))
     outbox.start()
     servicer = DeliveryServicer(settings, store, outbox_store, outbox)
-    channels = ChannelsService(settings, ChannelStore(store.engine))
+    channels = ChannelsService(settings, ChannelStore(store.engine), peers)
 
     def register(server: grpc.aio.Server) -> None:
         delivery_pb2_grpc.add_DeliveryServicer_to_server(servicer, server)
@@ -282,7 +294,7 @@ async def main() -> None:
         grace_seconds=settings.shutdown_grace_seconds,
     )
     await outbox.close()
-    await admission.close()
+    await peers.close()
     await store.engine.dispose()
 
 

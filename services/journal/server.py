@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+
+import grpc
 
 from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
-from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.journal_reading import EXPIRED_KEY
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.settings import Settings, get_settings
@@ -40,12 +41,15 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
         self.hub = hub
         self.records = records or RecordStore(hub.store.engine)
 
-    @translate_errors
-    async def Append(self, request, context):  # type: ignore[no-untyped-def]
+    async def Append(
+        self, request: journal_pb2.AppendRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.AppendResponse:
         return journal_pb2.AppendResponse(last_seq=await self._append(request))
 
-    async def AppendStream(  # type: ignore[override]
-        self, request_iterator: AsyncIterator[journal_pb2.AppendRequest], context: Any
+    async def AppendStream(
+        self,
+        request_iterator: AsyncIterator[journal_pb2.AppendRequest],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[journal_pb2.AppendResponse]:
         async for request in request_iterator:
             try:
@@ -69,18 +73,21 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
             finally:
                 APPEND_SECONDS.observe(time.perf_counter() - started)
 
-    @translate_errors
-    async def Flush(self, request, context):  # type: ignore[no-untyped-def]
+    async def Flush(
+        self, request: journal_pb2.FlushRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.FlushResponse:
         return journal_pb2.FlushResponse(durable_seq=await self.hub.flush(request.run_id))
 
-    @translate_errors
-    async def Close(self, request, context):  # type: ignore[no-untyped-def]
+    async def Close(
+        self, request: journal_pb2.CloseRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.CloseResponse:
         with run_span("journal.close", request.run_id):
             closed = await self.hub.close(request.run_id, request.epoch)
         return journal_pb2.CloseResponse(closed=closed)
 
-    @translate_errors
-    async def Forget(self, request, context):  # type: ignore[no-untyped-def]
+    async def Forget(
+        self, request: journal_pb2.ForgetRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.ForgetResponse:
         run_ids = list(request.run_ids)
         for run_id in run_ids:
             if not codec.is_uuid(run_id):
@@ -90,16 +97,19 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
             await self.records.forget(run_ids)
         return journal_pb2.ForgetResponse(forgotten=forgotten)
 
-    @translate_errors
-    async def AppendRecords(self, request, context):  # type: ignore[no-untyped-def]
+    async def AppendRecords(
+        self, request: journal_pb2.AppendRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.AppendRecordsResponse:
         return await append_records(self.records, request)
 
-    @translate_errors
-    async def ListRecords(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListRecords(
+        self, request: journal_pb2.ListRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.ListRecordsResponse:
         return await list_records(self.records, request)
 
-    @translate_errors
-    async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
+    async def Subscribe(
+        self, request: journal_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[journal_pb2.SubscribeItem]:
         # Expired before or while it is read (swept mid-replay), the caller is told
         # which (a trailer) so that it answers 410, or ends a begun stream cleanly.
         try:
@@ -117,7 +127,9 @@ class JournalServicer(journal_pb2_grpc.JournalServicer):
             context.set_trailing_metadata(((EXPIRED_KEY, "1"),))
             raise
 
-    async def GetStats(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetStats(
+        self, request: journal_pb2.JournalStatsRequest, context: grpc.aio.ServicerContext
+    ) -> journal_pb2.JournalStatsReply:
         return journal_pb2.JournalStatsReply(json=codec.dumps(STATS.as_dict()))
 
 

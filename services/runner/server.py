@@ -15,8 +15,8 @@ from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found, refused
-from waybill.common.grpc_channels import open_channel
-from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.grpc_channels import PeerChannels
+from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.readiness import WorkHealth
@@ -154,8 +154,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         except GraphNotFoundError as error:
             raise not_found(str(error)) from error
 
-    @translate_errors
-    async def GetThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetThreadState(
+        self, request: runner_pb2.GetThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
         config = _checkpoint_config(request)
@@ -170,8 +171,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 raise refused(str(error)) from error
         return runner_pb2.JsonReply(json=codec.dumps(snapshot_to_dict(snapshot)))
 
-    @translate_errors
-    async def UpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def UpdateThreadState(
+        self, request: runner_pb2.UpdateThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         config = _checkpoint_config(request)
         try:
             async with self._graph(request.graph_id, "threads.update", context) as graph:
@@ -184,8 +186,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         await self._after_write(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 
-    @translate_errors
-    async def BulkUpdateThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def BulkUpdateThreadState(
+        self, request: runner_pb2.BulkUpdateThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         config = _thread_config(request.thread_id)
         config["configurable"]["checkpoint_ns"] = ""
         updates = superstep_updates(codec.loads(request.supersteps_json, []))
@@ -219,8 +222,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         except grpc.aio.AioRpcError as error:
             log.warning("thread %s: state update not told to its streams: %s", thread_id, error)
 
-    @translate_errors
-    async def DeleteThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteThreadState(
+        self, request: runner_pb2.DeleteThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         # The id names a directory below: only a UUID may (no `..`, no `/`).
         if not codec.is_uuid(request.thread_id):
             raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
@@ -231,13 +235,15 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         await self.peers.journal.Forget(journal_pb2.ForgetRequest(run_ids=[thread_log]))
         return runner_pb2.JsonReply(json=b"{}")
 
-    @translate_errors
-    async def PruneThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def PruneThreadState(
+        self, request: runner_pb2.PruneThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         deleted = await self.store.keep_latest_checkpoints(request.thread_id)
         return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": deleted}))
 
-    @translate_errors
-    async def CopyThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def CopyThreadState(
+        self, request: runner_pb2.CopyThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         copied = await self.store.copy_thread_checkpoints(
             request.source_thread_id, request.target_thread_id
         )
@@ -249,8 +255,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         """The caller's own namespaces of the store (see owned_store.py)."""
         return store_of(self.graphs.store, acting_user(context))
 
-    @translate_errors
-    async def StorePut(self, request, context):  # type: ignore[no-untyped-def]
+    async def StorePut(
+        self, request: runner_pb2.StorePutRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         value = codec.loads(request.value_json, None)
         if not isinstance(value, dict):
             raise invalid("value must be a JSON object.")
@@ -265,8 +272,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         await store.aput(tuple(request.item.namespace), key, value, index=index, ttl=ttl)
         return runner_pb2.JsonReply(json=b"{}")
 
-    @translate_errors
-    async def StoreGet(self, request, context):  # type: ignore[no-untyped-def]
+    async def StoreGet(
+        self, request: runner_pb2.StoreKey, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         item = await self._store(context).aget(
             tuple(request.namespace),
             _store_key(request),
@@ -276,13 +284,15 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         found = None if item is None else _item_to_dict(item)
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
-    @translate_errors
-    async def StoreDelete(self, request, context):  # type: ignore[no-untyped-def]
+    async def StoreDelete(
+        self, request: runner_pb2.StoreKey, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         await self._store(context).adelete(tuple(request.namespace), _store_key(request))
         return runner_pb2.JsonReply(json=b"{}")
 
-    @translate_errors
-    async def StoreSearch(self, request, context):  # type: ignore[no-untyped-def]
+    async def StoreSearch(
+        self, request: runner_pb2.StoreSearchRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         if request.query and not self.semantic:
             raise invalid("query: semantic search is not configured (store.index).")
         items = await self._store(context).asearch(
@@ -295,8 +305,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         )
         return runner_pb2.JsonReply(json=codec.dumps({"items": [_item_to_dict(i) for i in items]}))
 
-    @translate_errors
-    async def StoreListNamespaces(self, request, context):  # type: ignore[no-untyped-def]
+    async def StoreListNamespaces(
+        self, request: runner_pb2.StoreListNamespacesRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         namespaces = await self._store(context).alist_namespaces(
             prefix=tuple(request.prefix) or None,
             suffix=tuple(request.suffix) or None,
@@ -306,8 +317,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         )
         return runner_pb2.JsonReply(json=codec.dumps({"namespaces": [list(n) for n in namespaces]}))
 
-    @translate_errors
-    async def GetThreadHistory(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetThreadHistory(
+        self, request: runner_pb2.GetThreadHistoryRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         if not request.graph_id:
             return runner_pb2.JsonReply(json=b"[]")
         before = request.before
@@ -323,28 +335,32 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             ]
         return runner_pb2.JsonReply(json=codec.dumps(states))
 
-    @translate_errors
-    async def GetStats(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetStats(
+        self, request: runner_pb2.GetStatsRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         return runner_pb2.JsonReply(json=codec.dumps(STATS.as_dict()))
 
-    @translate_errors
-    async def GetGraph(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetGraph(
+        self, request: runner_pb2.GetGraphRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         async with self._graph(
             request.graph_id, "assistants.read", context, request.config_json
         ) as graph:
             drawable = await drawing_of(graph, xray_of(request.xray, request.xray_depth))
         return runner_pb2.JsonReply(json=codec.dumps(drawable))
 
-    @translate_errors
-    async def GetSchemas(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetSchemas(
+        self, request: runner_pb2.GetSchemasRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         async with self._graph(
             request.graph_id, "assistants.read", context, request.config_json
         ) as graph:
             schemas = {"graph_id": request.graph_id, **schemas_of(graph)}
         return runner_pb2.JsonReply(json=codec.dumps(schemas))
 
-    @translate_errors
-    async def GetSubgraphs(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetSubgraphs(
+        self, request: runner_pb2.GetSubgraphsRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.JsonReply:
         async with self._graph(
             request.graph_id, "assistants.read", context, request.config_json
         ) as graph:
@@ -352,14 +368,14 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
 
-def connect_peers(settings: Settings) -> Peers:
-    journal = journal_pb2_grpc.JournalStub(open_channel(settings.journal_addr))
+def connect_peers(channels: PeerChannels) -> Peers:
+    journal = journal_pb2_grpc.JournalStub(channels.journal())
     return Peers(
-        admission=admission_pb2_grpc.AdmissionStub(open_channel(settings.admission_addr)),
+        admission=admission_pb2_grpc.AdmissionStub(channels.admission()),
         journal=journal,
         journal_link=JournalLink(journal),
-        delivery=delivery_pb2_grpc.DeliveryStub(open_channel(settings.delivery_addr)),
-        rpc_timeout=settings.rpc_timeout_seconds,
+        delivery=delivery_pb2_grpc.DeliveryStub(channels.delivery()),
+        rpc_timeout=channels.settings.rpc_timeout_seconds,
     )
 
 
@@ -389,9 +405,10 @@ async def main() -> None:
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
         work_health = WorkHealth()
+        channels = PeerChannels(settings)
         worker = Worker(
             graphs,
-            connect_peers(settings),
+            connect_peers(channels),
             store,
             slots=settings.runner_slots,
             limits=RunLimits(
@@ -419,6 +436,8 @@ async def main() -> None:
             grace_seconds=settings.shutdown_grace_seconds,
             on_serving=work_health.attach,
         )
+        # After the server stopped: calls served in the grace may still use them.
+        await channels.close()
 
 
 if __name__ == "__main__":

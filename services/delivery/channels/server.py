@@ -12,8 +12,7 @@ import httpx
 
 from waybill.common import codec
 from waybill.common.background import BackgroundLoop
-from waybill.common.grpc_channels import open_channel
-from waybill.common.grpc_server import translate_errors
+from waybill.common.grpc_channels import PeerChannels
 from waybill.common.settings import Settings
 from waybill.services.delivery.channels.config import load_channels
 from waybill.services.delivery.channels.dispatch import ChannelDispatcher
@@ -29,8 +28,9 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
     def __init__(self, dispatcher: ChannelDispatcher) -> None:
         self.dispatcher = dispatcher
 
-    @translate_errors
-    async def Receive(self, request, context):  # type: ignore[no-untyped-def]
+    async def Receive(
+        self, request: channels_pb2.InboundDelivery, context: grpc.aio.ServicerContext
+    ) -> channels_pb2.InboundReply:
         headers = {header.name.lower(): header.value for header in request.headers}
         answer = await self.dispatcher.receive(
             request.platform, request.channel, headers, request.body
@@ -39,25 +39,22 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
 
 
 class ChannelsService:
-    """The dispatcher, its peers and its background work (pollers, replies)."""
+    """The dispatcher and its background work (pollers, replies); its peers' channels
+    are the delivery process's, closed by it."""
 
-    def __init__(self, settings: Settings, store: ChannelStore) -> None:
+    def __init__(self, settings: Settings, store: ChannelStore, peers: PeerChannels) -> None:
         # The platform URLs carry bot tokens (Telegram's path): httpx logs every
         # request URL at INFO, so its loggers stay at WARNING.
         for name in ("httpx", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
         specs = load_channels(settings)
-        self.channels = [
-            open_channel(settings.admission_addr),
-            open_channel(settings.journal_addr),
-        ]
         self.http = httpx.AsyncClient(timeout=settings.channel_http_timeout_seconds)
         self.dispatcher = ChannelDispatcher(
             settings,
             specs,
             store,
-            admission_pb2_grpc.AdmissionStub(self.channels[0]),
-            journal_pb2_grpc.JournalStub(self.channels[1]),
+            admission_pb2_grpc.AdmissionStub(peers.admission()),
+            journal_pb2_grpc.JournalStub(peers.journal()),
             self.http,
         )
         self.pollers = [
@@ -100,5 +97,3 @@ class ChannelsService:
         await asyncio.gather(self.upkeep.stop(), *(poller.stop() for poller in self.pollers))
         await self.dispatcher.close()
         await self.http.aclose()
-        for channel in self.channels:
-            await channel.close()

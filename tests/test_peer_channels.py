@@ -1,0 +1,109 @@
+"""A process's channels to its peers (`PeerChannels`): one per peer, the runner reads
+spread over every runner and retried on another when one just died, all closed
+together. Real gRPC servers on loopback stand in for two runners."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+
+from tests.stacks import free_port
+from waybill.common.errors import ServiceError
+from waybill.common.grpc_channels import PeerChannels
+from waybill.common.grpc_server import new_server
+from waybill.common.settings import Settings
+from waybill.v1 import runner_pb2, runner_pb2_grpc
+
+
+class Runner(runner_pb2_grpc.RunnerServicer):
+    """A runner that answers, or one that is going away (UNAVAILABLE to everything)."""
+
+    def __init__(self, name: str, going_away: bool) -> None:
+        self.name = name
+        self.going_away = going_away
+        self.calls = 0
+
+    def _answer(self) -> runner_pb2.JsonReply:
+        self.calls += 1
+        if self.going_away:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"{self.name} is shutting down")
+        return runner_pb2.JsonReply(json=f'"{self.name}"'.encode())
+
+    async def GetSchemas(self, request: Any, context: Any) -> runner_pb2.JsonReply:  # noqa: N802
+        return self._answer()
+
+    async def DeleteThreadState(self, request: Any, context: Any) -> runner_pb2.JsonReply:  # noqa: N802
+        return self._answer()
+
+
+@pytest.fixture
+async def two_runners() -> AsyncIterator[tuple[Runner, Runner, str]]:
+    runners = (Runner("alive", going_away=False), Runner("dying", going_away=True))
+    servers, addresses = [], []
+    for runner in runners:
+        server = new_server()
+        runner_pb2_grpc.add_RunnerServicer_to_server(runner, server)
+        address = f"127.0.0.1:{free_port()}"
+        server.add_insecure_port(address)
+        await server.start()
+        servers.append(server)
+        addresses.append(address)
+    yield runners[0], runners[1], "ipv4:" + ",".join(addresses)
+    for server in servers:
+        await server.stop(None)
+
+
+async def test_a_read_refused_by_a_dying_runner_is_answered_by_another(
+    two_runners: tuple[Runner, Runner, str],
+) -> None:
+    alive, dying, target = two_runners
+    peers = PeerChannels(Settings(runner_read_target=target, runner_read_backoff_seconds=0.01))
+    runner = runner_pb2_grpc.RunnerStub(peers.runner_reads())
+    try:
+        for _ in range(8):
+            reply = await runner.GetSchemas(runner_pb2.GetSchemasRequest(graph_id="g"), timeout=5)
+            assert reply.json == b'"alive"'
+        assert alive.calls == 8
+        assert dying.calls > 0, "round robin sent some reads to the dying runner"
+
+        # A write is not retried: one that reached the dying runner fails.
+        refused = 0
+        for _ in range(8):
+            try:
+                await runner.DeleteThreadState(
+                    runner_pb2.DeleteThreadStateRequest(thread_id="t"), timeout=5
+                )
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.UNAVAILABLE
+                refused += 1
+        assert 0 < refused < 8
+    finally:
+        await peers.close()
+
+
+async def test_one_channel_per_peer_and_all_closed_together(
+    two_runners: tuple[Runner, Runner, str],
+) -> None:
+    alive, _, target = two_runners
+    peers = PeerChannels(Settings(journal_addr=target.split(",")[0].removeprefix("ipv4:")))
+    assert peers.journal() is peers.journal()
+    assert peers.admission() is not peers.journal()
+    assert peers.runner_reads() is peers.runner_reads()
+
+    # The journal's address is the live runner's here: the channel really connects.
+    as_runner = runner_pb2_grpc.RunnerStub(peers.journal())
+    reply = await as_runner.GetSchemas(runner_pb2.GetSchemasRequest(graph_id="g"), timeout=5)
+    assert reply.json == b'"alive"'
+
+    opened = [peers.journal(), peers.admission(), peers.runner_reads()]
+    await peers.close()
+    for channel in opened:
+        with pytest.raises(grpc.aio.UsageError):
+            await runner_pb2_grpc.RunnerStub(channel).GetSchemas(
+                runner_pb2.GetSchemasRequest(graph_id="g"), timeout=5
+            )
+    assert peers.journal() not in opened, "a channel asked for after close is a new one"
+    await peers.close()
