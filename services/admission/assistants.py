@@ -17,9 +17,9 @@ import grpc
 
 from waybill.common import codec
 from waybill.common.errors import ServiceError, conflict, invalid, not_found, refused
+from waybill.common.secret_scan import refuse_secrets
 from waybill.services.admission.assistant_store import AssistantFilter, AssistantStore
 from waybill.services.admission.records import LOCAL_OWNER, AssistantRecord
-from waybill.services.admission.secret_scan import refuse_secrets
 
 SYSTEM_CREATED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -25,6 +25,7 @@ from waybill.common.identity import (
 )
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.sealed import SecretsUnavailable, secrets_key
+from waybill.common.secret_scan import refuse_secrets
 from waybill.common.settings import BUILTIN_GRAPHS, Settings, get_settings
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
@@ -54,7 +55,6 @@ from waybill.services.admission.runner_facts import RunnerFacts
 from waybill.services.admission.schedule_clock import clock_for
 from waybill.services.admission.scheduler import Scheduler
 from waybill.services.admission.schema import SCHEMA
-from waybill.services.admission.secret_scan import refuse_secrets
 from waybill.services.admission.store import AdmissionStore, Lease, RunEnd
 from waybill.services.admission.thread_queries import (
     SORT_KEYS,
