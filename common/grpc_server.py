@@ -91,11 +91,11 @@ async def _abort_internal(context: Any, method: str) -> None:
 
 async def _abort_if_peer_down(context: Any, error: grpc.aio.AioRpcError) -> None:
     if error.code() in PEER_DOWN:
+        # The peer's details (its address, gRPC's own error text) go to the log only.
         log.warning("a peer could not be reached: %s", error.details())
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
-            f"A Waybill service this request needs is not reachable ({error.details()}); "
-            "retry shortly.",
+            "A Waybill service this request needs is not reachable; retry shortly.",
         )
 
 
