@@ -16,15 +16,18 @@ branch_labels = None
 depends_on = None
 
 
+# Plain ALTER TABLE, never a batch copy: on SQLite a copy drops the old table, and
+# with foreign keys on that deletes every assistant's versions (ON DELETE CASCADE).
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("assistants") as assistants:
-        assistants.add_column(
-            sa.Column("owner_id", sa.String(255), nullable=False, server_default="local")
-        )
+    op.add_column(
+        "assistants",
+        sa.Column("owner_id", sa.String(255), nullable=False, server_default="local"),
+    )
     op.create_index("ix_assistants_owner", "assistants", ["owner_id", "created_at"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_assistants_owner", "assistants")
-    with op.batch_alter_table("assistants") as assistants:
-        assistants.drop_column("owner_id")
+    op.drop_column("assistants", "owner_id")  # SQLite 3.35+ drops a column in place
