@@ -25,6 +25,7 @@ from waybill.common.grpc_channels import message_options, server_credentials
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.metrics import serve_metrics
 from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
+from waybill.common.readiness import serve_health_port
 from waybill.common.schema import SchemaMismatch
 from waybill.common.settings import get_settings
 
@@ -153,11 +154,11 @@ async def _abort_internal(context: Any, method: str) -> None:
 
 async def _abort_if_peer_down(context: Any, error: grpc.aio.AioRpcError) -> None:
     if error.code() in PEER_DOWN:
+        # The peer's details (its address, gRPC's own error text) go to the log only.
         log.warning("a peer could not be reached: %s", error.details())
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
-            f"A Waybill service this request needs is not reachable ({error.details()}); "
-            "retry shortly.",
+            "A Waybill service this request needs is not reachable; retry shortly.",
         )
 
 
@@ -198,6 +199,12 @@ async def serve(
     else:
         server.add_secure_port(address, credentials)  # and no plaintext port at all
     await server.start()
+    health_port = getattr(settings, f"{service.lower()}_health_port")
+    health_server = None
+    if health_port is not None:
+        health_address = f"{settings.health_host}:{health_port}"
+        health_server = await serve_health_port(health_servicer, health_address)
+        log.info("%s health on %s (plaintext)", service, health_address)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set(f"waybill.v1.{service}", health_pb2.HealthCheckResponse.SERVING)
     if on_serving is not None:  # a service's own health statuses (the runner's work stream)
@@ -215,6 +222,8 @@ async def serve(
     if on_stop is not None:
         await on_stop()
     await server.stop(grace_seconds)
+    if health_server is not None:
+        await health_server.stop(0)
     log.info("%s stopped", service)
 
 

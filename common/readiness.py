@@ -1,9 +1,10 @@
 """Readiness: whether the installation can serve a run now.
 
-Every service serves the standard gRPC health service. A runner also reports
-`RUNNER_WORK_HEALTH`: SERVING while its work stream to admission is open (admission
-took its hello), so that a run admitted now will be taken. The gateway's `/ok` asks
-its peers (`peer_health`) and answers 200 only when all are ready.
+Every service serves the standard gRPC health service (and, with
+`WAYBILL_<SERVICE>_HEALTH_PORT`, serves it alone on a plaintext port for probes).
+A runner also reports `RUNNER_WORK_HEALTH`: SERVING while its work stream to
+admission is open (admission took its hello), so that a run admitted now will be
+taken. The gateway's `/ok` asks its peers (`peer_health`) and answers 200 only when all are ready.
 """
 
 from __future__ import annotations
@@ -14,6 +15,17 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 RUNNER_WORK_HEALTH = "waybill.v1.Runner.work"
+
+
+async def serve_health_port(servicer: health.aio.HealthServicer, address: str) -> grpc.aio.Server:
+    """A plaintext server for the health service alone, sharing the main server's
+    statuses. Kubelet's gRPC probes present no client certificate, so with mutual
+    TLS on the main port they probe here; nothing but a status is served."""
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    server.add_insecure_port(address)
+    await server.start()
+    return server
 
 
 async def serving(channel: grpc.aio.Channel, service: str, deadline_seconds: float) -> bool:

@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     tls_ca_file: Path | None = None
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # Each gRPC service's plaintext health port: the standard health service alone,
+    # for probes that cannot present a client certificate (kubelet's). Unset: none.
+    admission_health_port: int | None = None
+    runner_health_port: int | None = None
+    journal_health_port: int | None = None
+    delivery_health_port: int | None = None
+    health_host: str = "127.0.0.1"  # 0.0.0.0 in a container
 
     admission_addr: str = "127.0.0.1:50151"
     runner_addr: str = "127.0.0.1:50152"

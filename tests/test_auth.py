@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from waybill.common import codec
 
 KEYS = {
     "alice": "alice-key-0001",
@@ -211,6 +212,58 @@ async def test_another_users_thread_and_runs_are_404_on_every_endpoint(
     ids_filter = {"ids": [thread_id]}
     assert (await bob.post("/threads/count", json=ids_filter)).json() == 0
     assert (await alice.post("/threads/count", json=ids_filter)).json() == 1
+
+
+async def test_another_users_assistant_is_404_and_graph_defaults_are_everyones(
+    auth_stack: AuthStack, alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    """Built-in auth lets admins alone write assistants; an assistant is its
+    creator's, as a thread is: other users get 404 wherever they name it."""
+    name = f"admins-{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"tone": "dry"}}
+    async with as_user(auth_stack, "admin") as admin:
+        created = await admin.post(
+            "/assistants", json={"graph_id": "whoami", "name": name, "config": config}
+        )
+        assert created.status_code == 200, created.text
+        assistant_id = created.json()["assistant_id"]
+        a = f"/assistants/{assistant_id}"
+        run_body = {"assistant_id": assistant_id, "input": {"question": "whose?"}}
+        by_name = {"name": name, "limit": 100}
+        for user in (alice, bob):
+            own_thread = (await user.post("/threads", json={})).json()["thread_id"]
+            attempts = [
+                ("GET", a, None),
+                ("POST", f"{a}/versions", {}),
+                ("GET", f"{a}/graph", None),
+                ("GET", f"{a}/schemas", None),
+                ("GET", f"{a}/subgraphs", None),
+                ("POST", f"/threads/{own_thread}/runs", run_body),
+                ("POST", f"/threads/{own_thread}/runs/wait", run_body),
+                ("POST", "/runs/wait", run_body),
+                ("POST", "/runs/batch", [run_body]),
+                ("POST", "/runs/crons", {**run_body, "schedule": "0 0 1 1 *"}),
+            ]
+            for method, path, body in attempts:
+                reply = await user.request(method, path, json=body)
+                assert reply.status_code == 404, (method, path, reply.status_code, reply.text)
+            assert (await user.post("/assistants/search", json=by_name)).json() == []
+            assert (await user.post("/assistants/count", json=by_name)).json() == 0
+            assert (await user.get(f"/threads/{own_thread}/runs")).json() == []  # nothing ran
+        # The creator (an admin, who sees everyone's) still has it, unchanged.
+        mine = (await admin.post("/assistants/search", json=by_name)).json()
+        assert [(found["assistant_id"], found["config"]) for found in mine] == [
+            (assistant_id, config)
+        ]
+        # A graph's default assistant is everyone's: users read it, find it, run on it.
+        system_id = codec.system_assistant_id("whoami")
+        for user in (alice, bob):
+            assert (await user.get(f"/assistants/{system_id}")).json()["graph_id"] == "whoami"
+            listed = await user.post("/assistants/search", json={"graph_id": "whoami"})
+            assert system_id in {found["assistant_id"] for found in listed.json()}
+            assert (await user.get(f"/assistants/{system_id}/schemas")).status_code == 200
+            await thread_with_a_run(user, assistant_id=system_id)
+        assert (await admin.delete(a)).status_code == 204
 
 
 async def test_a_bulk_cancel_by_status_reaches_only_the_callers_runs(

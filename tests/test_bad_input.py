@@ -295,3 +295,24 @@ async def test_credentials_in_thread_metadata_are_refused_like_a_runs(
     assert patched.status_code == 422, patched.text
     assert "metadata.note" in patched.json()["detail"]
     assert (await http.get(f"/threads/{thread_id}")).json()["metadata"] == {}
+
+
+async def test_credentials_in_store_values_are_refused_naming_the_path(
+    http: httpx.AsyncClient,
+) -> None:
+    namespace = ["probe", uuid.uuid4().hex]
+    token = "ghp_0123456789abcdefABCDEF0123456789abcd"
+    for value, path in [
+        ({"profile": {"password": "hunter2"}}, "value.profile.password"),
+        ({"notes": ["fine", f"token {token}"]}, "value.notes[1]"),
+    ]:
+        put = {"namespace": namespace, "key": "k", "value": value}
+        reply = await http.put("/store/items", json=put)
+        assert reply.status_code == 422, reply.text
+        assert reply.json()["detail"].startswith(f"{path}: "), reply.text
+        assert token not in reply.text and "hunter2" not in reply.text
+    got = await http.get("/store/items", params={"namespace": ".".join(namespace), "key": "k"})
+    assert got.json() is None  # nothing was written
+    # Key names that only look like one pass, as in run metadata.
+    fine = {"namespace": namespace, "key": "k", "value": {"max_tokens": 5, "sort_key": "a"}}
+    assert (await http.put("/store/items", json=fine)).status_code == 204

@@ -10,13 +10,17 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from concurrent import futures
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import grpc
 import kubernetes_validate
 import pytest
 import yaml
+from cryptography import x509
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 KUSTOMIZATIONS = ["base", "overlays/dev", "overlays/production"]
@@ -24,6 +28,13 @@ KUSTOMIZATIONS = ["base", "overlays/dev", "overlays/production"]
 # schemas the validator ships.
 KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 GRPC_SERVICES = {"admission": 50151, "runner": 50152, "journal": 50153, "delivery": 50154}
+# Each service's plaintext health port, which kubelet probes (it holds no client cert).
+HEALTH_PORTS = {name: port + 10 for name, port in GRPC_SERVICES.items()}
+TLS_FILES = {
+    "WAYBILL_TLS_CA_FILE": "ca.crt",
+    "WAYBILL_TLS_CERT_FILE": "tls.crt",
+    "WAYBILL_TLS_KEY_FILE": "tls.key",
+}
 
 
 def kubectl() -> str:
@@ -93,9 +104,12 @@ def test_every_service_is_probed_bounded_non_root_and_configured(kustomization: 
             assert box["livenessProbe"]["httpGet"]["path"] == "/ok"
             assert "WAYBILL_DATABASE_URL" not in env  # the gateway owns no data
             continue
-        port = GRPC_SERVICES[name]
+        port, health_port = GRPC_SERVICES[name], HEALTH_PORTS[name]
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert box[probe]["grpc"]["port"] == port, (name, probe)
+            assert box[probe]["grpc"]["port"] == health_port, (name, probe)
+        assert env[f"WAYBILL_{name.upper()}_HEALTH_PORT"]["value"] == str(health_port)
+        assert {"name": "health", "containerPort": health_port} in box["ports"]
+        assert config["WAYBILL_HEALTH_HOST"] == "0.0.0.0"
         assert env[f"WAYBILL_{name.upper()}_ADDR"]["value"] == f"0.0.0.0:{port}"
         assert config[f"WAYBILL_{name.upper()}_ADDR"] == f"{name}:{port}"
         assert services[name]["spec"]["ports"][0]["port"] == port
@@ -220,3 +234,60 @@ def test_only_waybill_pods_reach_the_grpc_services(kustomization: str) -> None:
             assert container(deployment)["ports"][0]["name"] == "grpc", name
     gateway = policies["waybill-gateway"]["spec"]
     assert gateway["ingress"] == [{"ports": [{"port": "http"}]}]
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_process_talks_mutual_tls_with_the_mounted_certificate(kustomization: str) -> None:
+    for name, deployment in of_kind(rendered(kustomization), "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        [tls] = [v for v in pod["volumes"] if v["name"] == "tls"]
+        assert tls["secret"] == {"secretName": "waybill-tls", "defaultMode": 0o440}, name
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        box = container(deployment)
+        [mount] = [m for m in box["volumeMounts"] if m["name"] == "tls"]
+        assert mount["readOnly"] is True
+        env = {e["name"]: e.get("value") for e in box["env"]}
+        for setting, key in TLS_FILES.items():
+            assert env[setting] == f"{mount['mountPath']}/{key}", (name, setting)
+
+
+def test_the_certificate_script_names_every_service_and_serves_grpc(tmp_path: Path) -> None:
+    """deploy/tls/make_certs.py: its certificate carries every Service's DNS names,
+    is signed by its CA, and a gRPC server and client on mutual TLS accept it."""
+    done = subprocess.run(
+        [sys.executable, str(DEPLOY / "tls" / "make_certs.py"), "--namespace", "waybill-dev"]
+        + ["--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    pem = {key: (tmp_path / key).read_bytes() for key in TLS_FILES.values()}
+    ca = x509.load_pem_x509_certificate(pem["ca.crt"])
+    cert = x509.load_pem_x509_certificate(pem["tls.crt"])
+    cert.verify_directly_issued_by(ca)
+    names = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+    dns = {n.value for n in names}
+    for service in of_kind(rendered("overlays/dev"), "Service"):
+        assert {service, f"{service}.waybill-dev.svc.cluster.local"} <= dns, service
+    assert oct((tmp_path / "tls.key").stat().st_mode & 0o777) == oct(0o600)
+    # A real handshake: a server asking for a client certificate, a client presenting one.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    credentials = grpc.ssl_server_credentials(
+        [(pem["tls.key"], pem["tls.crt"])],
+        root_certificates=pem["ca.crt"],
+        require_client_auth=True,
+    )
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    try:
+        client = grpc.ssl_channel_credentials(pem["ca.crt"], pem["tls.key"], pem["tls.crt"])
+        override = [("grpc.ssl_target_name_override", "admission.waybill-dev.svc")]
+        with grpc.secure_channel(f"127.0.0.1:{port}", client, options=override) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=5
+            )
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        server.stop(0)

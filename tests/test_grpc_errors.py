@@ -17,14 +17,18 @@ import pytest
 from tests.stacks import free_port
 from waybill.common.errors import invalid
 from waybill.common.grpc_server import new_server, translate_errors
+from waybill.services.runner.frames import RunnerFailure, as_reported
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 SERVICE = "test.Failing"
 
 
+DEAD_PEER = f"127.0.0.1:{free_port()}"  # nobody listens there
+
+
 async def _unreachable_peer() -> None:
     """A real call to a port nothing listens on: the peer is down."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{free_port()}") as channel:
+    async with grpc.aio.insecure_channel(DEAD_PEER) as channel:
         await channel.unary_unary("/test.Nobody/Call")(b"", timeout=2)
 
 
@@ -172,8 +176,9 @@ async def test_a_peer_out_of_reach_is_unavailable(failing_server: grpc.aio.Chann
     error = await _refusal(failing_server.unary_unary(f"/{SERVICE}/AskPeer")(b""))
     assert error.code() == grpc.StatusCode.UNAVAILABLE
     details = error.details() or ""
-    assert details.startswith("A Waybill service this request needs is not reachable (")
-    assert details.endswith("); retry shortly.")
+    assert details == "A Waybill service this request needs is not reachable; retry shortly."
+    for leak in ("127.0.0.1", "ipv4", "failed to connect"):
+        assert leak not in details
 
 
 async def test_a_status_the_method_chose_itself_passes_through(
@@ -217,3 +222,16 @@ async def test_a_service_registered_as_generated_is_covered_and_unimplemented_st
             assert error.code() == grpc.StatusCode.UNIMPLEMENTED
     finally:
         await server.stop(None)
+
+
+async def test_a_run_failed_by_waybill_itself_reports_no_class_or_details() -> None:
+    """A run's stream and receipt show a graph's own error as LangGraph Platform
+    does, but Waybill's own failure (here a real one: a peer down) in plain words."""
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await _unreachable_peer()
+    reported = as_reported(raised.value)
+    assert isinstance(reported, RunnerFailure)
+    for leak in (DEAD_PEER, "AioRpcError", "StatusCode", "debug_error_string"):
+        assert leak not in str(reported)
+    graphs_own = ValueError("the factory needs a model name")
+    assert as_reported(graphs_own) is graphs_own

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from sqlalchemy import func, select
 
-from tests.stacks import SHARED_REDIS
+from tests.stacks import SHARED_REDIS, free_port
+from waybill.common.errors import ServiceError
 from waybill.common.sql import create_engine
 from waybill.services.journal.hub import END, HubConfig, JournalHub
 from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
@@ -425,3 +427,18 @@ async def test_a_flush_copies_from_redis_what_a_stopped_replica_never_wrote(
     assert STATS.events_repaired > before
     one.writer.start()  # its late writes change nothing
     assert await asyncio.wait_for(one.flush(run_id), timeout=5) == 2
+
+
+async def test_redis_out_of_reach_is_unavailable_without_its_address(store: JournalStore) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nobody listens there
+    redis = RedisConfig(f"redis://{address}/0", prefix="test-journal-down", retry_seconds=0.3)
+    hub = RedisJournalHub(store, HubConfig(batch_max=64), redis)
+    hub.start()
+    try:
+        with pytest.raises(ServiceError) as raised:
+            await hub.append(str(uuid.uuid4()), 1, [("metadata", b"{}")])
+    finally:
+        await hub.stop()
+    assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+    assert raised.value.message == "journal append: Redis unreachable"
+    assert address not in raised.value.message

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import sqlalchemy
+from alembic.config import Config
+from alembic.runtime.environment import EnvironmentContext
 
 from tests.stacks import fresh_postgres_database, stack_env
 from waybill.common.grpc_server import SCHEMA_EXIT_CODE
@@ -231,3 +234,52 @@ def test_stored_events_move_into_batch_rows_and_back(journal_database: tuple[str
         back = conn.execute(text("SELECT run_id, seq, event, data FROM run_events"))
         assert sorted((r, s, e, bytes(d)) for r, s, e, d in back) == sorted(events)
     database.dispose()
+
+
+def _upgrade_admission(url: str, target: str) -> None:
+    """Admission's migrations up to `target`, on a SQLite file with foreign keys on
+    (as the services open it), the way `waybill migrate` runs them."""
+    schema = schema_of("admission")
+    engine = sqlalchemy.create_engine(url)
+    sqlalchemy.event.listen(
+        engine, "connect", lambda connection, _: connection.execute("PRAGMA foreign_keys=ON")
+    )
+    script = schema.script_directory()
+    config = Config()
+    config.set_main_option("script_location", str(schema.migrations))
+    with (
+        engine.begin() as connection,
+        EnvironmentContext(
+            config, script, fn=lambda revision, _: script._upgrade_revs(target, revision)
+        ) as environment,
+    ):
+        environment.configure(
+            connection=connection, version_table=schema.version_table, render_as_batch=True
+        )
+        environment.run_migrations()
+    engine.dispose()
+
+
+def test_assistants_made_before_owners_keep_their_versions_and_belong_to_local(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'admission.db'}"
+    _upgrade_admission(url, "0009")
+    db = sqlite3.connect(tmp_path / "admission.db")
+    with db:
+        row = ("a1", "g", "n", None, "{}", "{}", "{}", 2, "2026-01-01", "2026-01-01")
+        db.execute("INSERT INTO assistants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        for version in (1, 2):
+            db.execute(
+                "INSERT INTO assistant_versions VALUES (?, ?, 'g', 'n', NULL, '{}', '{}', '{}', ?)",
+                ("a1", version, "2026-01-01"),
+            )
+    db.close()
+    _upgrade_admission(url, "0010")
+    db = sqlite3.connect(tmp_path / "admission.db")
+    assert db.execute("SELECT assistant_id, owner_id FROM assistants").fetchall() == [
+        ("a1", "local")
+    ]
+    # The column was added in place: no copy of the table cascaded into its versions.
+    assert db.execute("SELECT count(*) FROM assistant_versions").fetchone() == (2,)
+    db.close()

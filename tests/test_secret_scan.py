@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from waybill.services.admission.secret_scan import (
+from waybill.common.secret_scan import (
     REDACTED,
     TOKEN_FORMATS,
     find_secret,

@@ -20,9 +20,10 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from langgraph_sdk import get_client
 
-from tests.stacks import running_stack, stack_env
+from tests.stacks import free_port, running_stack, stack_env
 from tests.test_runs import says
 from waybill.common.launch import Stack
+from waybill.common.readiness import RUNNER_WORK_HEALTH
 
 SERVICES = ("admission", "runner", "journal", "delivery")
 
@@ -96,6 +97,7 @@ class TlsStack:
     ca: Path
     service: Issued
     stranger: Issued  # signed by another CA
+    health_ports: dict[str, int]  # each service's plaintext health port
 
 
 @pytest.fixture(scope="module")
@@ -105,14 +107,16 @@ def tls_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsStack]:
     service = issue(folder, "service", ca_key, ca_cert)
     other_key, other_cert, _ = make_ca(folder, "another-ca")
     stranger = issue(folder, "stranger", other_key, other_cert)
+    health_ports = {name: free_port() for name in SERVICES}
     env = stack_env(
         folder,
         WAYBILL_TLS_CA_FILE=str(ca_path),
         WAYBILL_TLS_CERT_FILE=str(service.cert),
         WAYBILL_TLS_KEY_FILE=str(service.key),
+        **{f"WAYBILL_{name.upper()}_HEALTH_PORT": str(p) for name, p in health_ports.items()},
     )
     with running_stack(env, folder) as stack:
-        yield TlsStack(stack, ca_path, service, stranger)
+        yield TlsStack(stack, ca_path, service, stranger, health_ports)
 
 
 def health(channel: grpc.Channel) -> int:
@@ -156,3 +160,25 @@ def test_plaintext_and_strangers_get_nothing(tls_stack: TlsStack) -> None:
             with channel, pytest.raises(grpc.RpcError) as refused:
                 health(channel)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, name
+
+
+def test_the_plaintext_health_port_answers_probes_and_nothing_else(tls_stack: TlsStack) -> None:
+    """Kubelet's probes hold no certificate: each service's health port answers them in
+    plaintext (with the main server's statuses) while its main port refuses plaintext."""
+    for name in SERVICES:
+        health_address = f"127.0.0.1:{tls_stack.health_ports[name]}"
+        with grpc.insecure_channel(health_address) as channel:
+            assert health(channel) == health_pb2.HealthCheckResponse.SERVING, name
+            # Only the health service is there: a service's own RPC is unknown.
+            with pytest.raises(grpc.RpcError) as unknown:
+                channel.unary_unary("/waybill.v1.Admission/GetThread")(b"", timeout=3)
+            assert unknown.value.code() == grpc.StatusCode.UNIMPLEMENTED, name
+        with grpc.insecure_channel(tls_stack.stack.address_of(name)) as plain:
+            with pytest.raises(grpc.RpcError) as refused:
+                health(plain)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, name
+    # The runner's own status (its work stream to admission) is served there too.
+    with grpc.insecure_channel(f"127.0.0.1:{tls_stack.health_ports['runner']}") as channel:
+        request = health_pb2.HealthCheckRequest(service=RUNNER_WORK_HEALTH)
+        reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=3)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING

@@ -148,6 +148,8 @@ async def test_a_receiver_that_is_down_gets_it_once_it_is_up(
     [delivery] = await eventually(lambda: _delivered_list(raw, thread, run_id), "delivery")
     attempts = delivery["attempts"]
     assert all(a["error"] and a["status_code"] is None for a in attempts[:-1])
+    # In plain words: no httpx class ("ConnectError") nor its text.
+    assert {a["error"] for a in attempts[:-1]} == {"could not connect to the receiver"}
     assert attempts[-1]["status_code"] == 200 and attempts[-1]["error"] is None
     assert [a["attempt"] for a in attempts] == list(range(1, len(attempts) + 1))
     [hit] = receiver.snapshot()

@@ -10,14 +10,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
-from waybill.common.errors import conflict, not_found
+from waybill.common.errors import not_found
 from waybill.services.admission.auth_filters import matches
 from waybill.services.admission.json_filters import contains
 from waybill.services.admission.records import AssistantRecord
@@ -38,6 +38,8 @@ class AssistantFilter:
     metadata: dict[str, Any] = field(default_factory=dict)
     name: str = ""
     auth: dict[str, Any] | None = None  # the project's auth filter on metadata
+    owner: str | None = None  # whose assistants are seen; None: everyone's (an admin)
+    shared: list[str] = field(default_factory=list)  # seen by all: the system assistants
 
 
 def _assistant(row: Row[Any]) -> AssistantRecord:
@@ -52,6 +54,7 @@ def _assistant(row: Row[Any]) -> AssistantRecord:
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        owner_id=row.owner_id,
     )
 
 
@@ -88,6 +91,7 @@ def _assistant_values(record: AssistantRecord) -> dict[str, Any]:
         **_content(record),
         "created_at": record.created_at,
         "updated_at": record.updated_at or record.created_at,
+        "owner_id": record.owner_id,
     }
 
 
@@ -143,31 +147,21 @@ class AssistantStore:
                     )
                 )
 
-    async def create(
-        self, record: AssistantRecord, if_exists: str, auth: dict[str, Any] | None = None
-    ) -> AssistantRecord:
-        """Insert a new assistant at version 1. A taken id is a conflict, or (with
-        if_exists "do_nothing") answers with the assistant already there, when the
-        project's auth filter lets the caller see it."""
+    async def create(self, record: AssistantRecord) -> AssistantRecord | None:
+        """Insert a new assistant at version 1; None: its id is taken."""
         try:
             async with self._writing() as conn:
-                existing = await self._current(conn, record.assistant_id)
-                if existing is None:
-                    await conn.execute(insert(assistants).values(**_assistant_values(record)))
-                    await conn.execute(
-                        insert(assistant_versions).values(
-                            **_version_values(record, record.created_at)
-                        )
-                    )
-                    return record
+                if await self._current(conn, record.assistant_id) is not None:
+                    return None
+                await conn.execute(insert(assistants).values(**_assistant_values(record)))
+                await conn.execute(
+                    insert(assistant_versions).values(**_version_values(record, record.created_at))
+                )
+                return record
         except IntegrityError:  # another replica inserted the same id first
-            existing = await self.get(record.assistant_id)
-            if existing is None:
+            if await self.get(record.assistant_id) is None:
                 raise
-        visible = auth is None or await self.passes(record.assistant_id, auth)
-        if if_exists == "do_nothing" and visible:
-            return existing
-        raise conflict(f"Assistant {record.assistant_id} already exists.")
+            return None
 
     async def revise(
         self, assistant_id: str, revision: Callable[[AssistantRecord], AssistantRecord]
@@ -252,6 +246,13 @@ class AssistantStore:
             contains(assistants.c.metadata, wanted.metadata, self.is_postgres),
             matches(assistants.c.metadata, wanted.auth, self.is_postgres),
         )
+        if wanted.owner is not None:
+            query = query.where(
+                or_(
+                    assistants.c.owner_id == wanted.owner,
+                    assistants.c.assistant_id.in_(wanted.shared),
+                )
+            )
         if wanted.graph_id:
             query = query.where(assistants.c.graph_id == wanted.graph_id)
         if wanted.name:

@@ -16,10 +16,10 @@ from typing import Any
 import grpc
 
 from waybill.common import codec
-from waybill.common.errors import ServiceError, invalid, not_found, refused
+from waybill.common.errors import ServiceError, conflict, invalid, not_found, refused
+from waybill.common.secret_scan import refuse_secrets
 from waybill.services.admission.assistant_store import AssistantFilter, AssistantStore
-from waybill.services.admission.records import AssistantRecord
-from waybill.services.admission.secret_scan import refuse_secrets
+from waybill.services.admission.records import LOCAL_OWNER, AssistantRecord
 
 SYSTEM_CREATED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -32,6 +32,8 @@ BOTH_CONFIGURABLE_AND_CONTEXT = (
 
 # The project's auth filter on assistants' metadata; None: no filter.
 Filter = dict[str, Any] | None
+# The owner a caller is confined to (identity.owner_filter); None: every owner's.
+Owner = str | None
 
 
 def read_only(assistant: AssistantRecord) -> ServiceError:
@@ -112,6 +114,7 @@ class AssistantDraft:
     name: str = ""
     description: str = ""
     if_exists: str = "raise"
+    owner_id: str = LOCAL_OWNER  # the caller's user
 
 
 @dataclass
@@ -181,11 +184,15 @@ class AssistantCatalog:
             return None  # an assistant of a graph this server does not serve is hidden
         return found
 
-    async def resolve_for_run(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
-        """The run's assistant. The project's auth filter applies to assistants users
-        made, not to the graphs' system assistants (as on LangGraph Platform)."""
+    async def resolve_for_run(
+        self, assistant_id: str, auth: Filter = None, owner: Owner = None
+    ) -> AssistantRecord:
+        """The run's assistant. The project's auth filter and the owner apply to
+        assistants users made, not to the graphs' system assistants (as on LangGraph
+        Platform)."""
         found = await self.find(assistant_id)
-        if found is not None and await self._hidden_from_runs(found, auth):
+        hidden = found is not None and not self._visible_to(found, owner)
+        if hidden or (found is not None and await self._hidden_from_runs(found, auth)):
             raise not_found(f"Assistant {assistant_id} not found.")
         if found is None:
             raise self._unknown(assistant_id)
@@ -206,23 +213,42 @@ class AssistantCatalog:
             return False
         return not await self.store.passes(found.assistant_id, auth)
 
-    async def get(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
-        """The assistant, if it exists and passes the project's auth filter."""
+    def _visible_to(self, found: AssistantRecord, owner: Owner) -> bool:
+        """Another user's assistant is hidden; a graph's system assistant is everyone's."""
+        return owner is None or found.owner_id == owner or found.assistant_id in self.system
+
+    async def _seen(self, found: AssistantRecord, auth: Filter, owner: Owner) -> bool:
+        if not self._visible_to(found, owner):
+            return False
+        return not auth or await self.store.passes(found.assistant_id, auth)
+
+    async def get(
+        self, assistant_id: str, auth: Filter = None, owner: Owner = None
+    ) -> AssistantRecord:
+        """The assistant, if it exists, is the caller's (or a system assistant) and
+        passes the project's auth filter; otherwise 404, as for a missing one."""
         found = await self.find(assistant_id)
-        if found is None or (auth and not await self.store.passes(found.assistant_id, auth)):
+        if found is None or not await self._seen(found, auth, owner):
             raise not_found(f"Assistant {assistant_id} not found.")
         return found
 
-    async def _custom(self, assistant_id: str, auth: Filter = None) -> AssistantRecord:
+    async def _custom(
+        self, assistant_id: str, auth: Filter = None, owner: Owner = None
+    ) -> AssistantRecord:
         """An assistant that may be changed: found, and not a system assistant."""
-        found = await self.get(assistant_id, auth)
+        found = await self.get(assistant_id, auth, owner)
         if found.assistant_id in self.system:
             raise read_only(found)
         return found
 
     # ---- writes ------------------------------------------------------------------
 
-    async def create(self, draft: AssistantDraft, auth: Filter = None) -> AssistantRecord:
+    async def create(
+        self, draft: AssistantDraft, auth: Filter = None, owner: Owner = None
+    ) -> AssistantRecord:
+        """A new assistant owned by `draft.owner_id`. A taken id is a conflict, or
+        (with if_exists "do_nothing") answers with the assistant there, when the
+        caller may see it; someone else's is never handed out."""
         assistant_id = draft.assistant_id or str(uuid.uuid4())
         if not codec.is_uuid(assistant_id):
             raise invalid(f"assistant_id '{assistant_id}' is not a UUID.")
@@ -241,35 +267,48 @@ class AssistantCatalog:
             version=1,
             created_at=now,
             updated_at=now,
+            owner_id=draft.owner_id,
         )
-        return await self.store.create(record, draft.if_exists, auth)
+        created = await self.store.create(record)
+        if created is not None:
+            return created
+        existing = await self.store.get(record.assistant_id)
+        if draft.if_exists == "do_nothing" and existing and await self._seen(existing, auth, owner):
+            return existing
+        raise conflict(f"Assistant {record.assistant_id} already exists.")
 
     async def patch(
-        self, assistant_id: str, changes: AssistantChanges, auth: Filter = None
+        self, assistant_id: str, changes: AssistantChanges, auth: Filter = None, owner: Owner = None
     ) -> AssistantRecord:
         if changes.graph_id:
             self.check_graph(changes.graph_id)
         config, _ = mirrored(changes.config or {}, changes.context)  # refused before any read
         refuse_secrets(changes.metadata or {}, config)
-        current = await self._custom(assistant_id, auth)
+        current = await self._custom(assistant_id, auth, owner)
         return await self.store.revise(current.assistant_id, changes.apply)
 
-    async def delete(self, assistant_id: str, auth: Filter = None) -> None:
-        current = await self._custom(assistant_id, auth)
+    async def delete(self, assistant_id: str, auth: Filter = None, owner: Owner = None) -> None:
+        current = await self._custom(assistant_id, auth, owner)
         await self.store.delete(current.assistant_id)
 
     async def set_latest(
-        self, assistant_id: str, version: int, auth: Filter = None
+        self, assistant_id: str, version: int, auth: Filter = None, owner: Owner = None
     ) -> AssistantRecord:
-        current = await self._custom(assistant_id, auth)
+        current = await self._custom(assistant_id, auth, owner)
         return await self.store.set_latest(current.assistant_id, version)
 
     # ---- reads -------------------------------------------------------------------
 
     def filter(
-        self, graph_id: str, metadata: dict[str, Any], name: str, auth: Filter = None
+        self,
+        graph_id: str,
+        metadata: dict[str, Any],
+        name: str,
+        auth: Filter = None,
+        owner: Owner = None,
     ) -> AssistantFilter:
-        return AssistantFilter(self.graph_ids, graph_id, metadata, name, auth)
+        shared = list(self.system)
+        return AssistantFilter(self.graph_ids, graph_id, metadata, name, auth, owner, shared)
 
     async def search(
         self, wanted: AssistantFilter, limit: int, offset: int, sort_by: str, sort_order: str
@@ -286,6 +325,7 @@ class AssistantCatalog:
         limit: int,
         offset: int,
         auth: Filter = None,
+        owner: Owner = None,
     ) -> list[AssistantRecord]:
-        current = await self.get(assistant_id, auth)
+        current = await self.get(assistant_id, auth, owner)
         return await self.store.versions(current.assistant_id, metadata, limit, offset)

@@ -24,6 +24,7 @@ from waybill.common import codec
 from waybill.common.errors import forbidden, invalid, refused
 from waybill.common.identity import Principal
 from waybill.common.sealed import seal
+from waybill.common.secret_scan import refuse_secrets
 from waybill.common.settings import Settings
 from waybill.common.webhook_targets import WebhookTargetRefused, check_webhook_url
 from waybill.services.admission.assistants import with_assistant_defaults
@@ -33,7 +34,6 @@ from waybill.services.admission.records import (
     AssistantRecord,
     RunRecord,
 )
-from waybill.services.admission.secret_scan import refuse_secrets
 from waybill.v1 import admission_pb2, common_pb2
 
 # Waybill's identity keys: set in `context` by the server from the authenticated

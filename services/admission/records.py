@@ -127,6 +127,7 @@ class AssistantRecord:
     version: int
     created_at: datetime
     updated_at: datetime | None = None
+    owner_id: str = LOCAL_OWNER  # who made it; a graph's system assistant: the local user
 
     def to_proto(self) -> admission_pb2.Assistant:
         return admission_pb2.Assistant(

@@ -25,6 +25,7 @@ from waybill.common.identity import (
 )
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.sealed import SecretsUnavailable, secrets_key
+from waybill.common.secret_scan import refuse_secrets
 from waybill.common.settings import BUILTIN_GRAPHS, Settings, get_settings
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
@@ -54,7 +55,6 @@ from waybill.services.admission.runner_facts import RunnerFacts
 from waybill.services.admission.schedule_clock import clock_for
 from waybill.services.admission.scheduler import Scheduler
 from waybill.services.admission.schema import SCHEMA
-from waybill.services.admission.secret_scan import refuse_secrets
 from waybill.services.admission.store import AdmissionStore, Lease, RunEnd
 from waybill.services.admission.thread_queries import (
     SORT_KEYS,
@@ -283,7 +283,7 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
         owner = caller.owner_filter if caller else None
         filters = filters or {}
         assistant = await self.assistants.resolve_for_run(
-            request.assistant_id, filters.get("assistants")
+            request.assistant_id, filters.get("assistants"), owner
         )
         allowed_models = self.allowed_models if self._governs_model(assistant.graph_id) else None
         run = build_run(request, assistant, allowed_models, caller)  # checks 1-4
@@ -415,13 +415,13 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
 
     def _assistant_filter(self, request: Any, context: Any) -> AssistantFilter:
         metadata = _json_object(request.metadata_json, "metadata")
-        auth = auth_filter(context, "assistants")
-        return self.assistants.filter(request.graph_id, metadata, request.name, auth)
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        return self.assistants.filter(request.graph_id, metadata, request.name, auth, owner)
 
     @translate_errors
     async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        auth = auth_filter(context, "assistants")
-        return (await self.assistants.get(request.assistant_id, auth)).to_proto()
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        return (await self.assistants.get(request.assistant_id, auth, owner)).to_proto()
 
     @translate_errors
     async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
@@ -437,9 +437,10 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             name=request.name,
             description=request.description,
             if_exists=if_exists,
+            owner_id=acting_user(context),
         )
-        auth = auth_filter(context, "assistants")
-        return (await self.assistants.create(draft, auth)).to_proto()
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        return (await self.assistants.create(draft, auth, owner)).to_proto()
 
     @translate_errors
     async def PatchAssistant(self, request, context):  # type: ignore[no-untyped-def]
@@ -453,28 +454,32 @@ class AdmissionServicer(CronRpcs, admission_pb2_grpc.AdmissionServicer):
             name=request.name if request.HasField("name") else None,
             description=request.description if request.HasField("description") else None,
         )
-        auth = auth_filter(context, "assistants")
-        return (await self.assistants.patch(request.assistant_id, changes, auth)).to_proto()
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        patched = await self.assistants.patch(request.assistant_id, changes, auth, owner)
+        return patched.to_proto()
 
     @translate_errors
     async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
-        await self.assistants.delete(request.assistant_id, auth_filter(context, "assistants"))
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        await self.assistants.delete(request.assistant_id, auth, owner)
         return admission_pb2.DeleteAssistantResponse()
 
     @translate_errors
     async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
         limit, offset = _page(request.limit, request.offset)
         metadata = _json_object(request.metadata_json, "metadata")
-        auth = auth_filter(context, "assistants")
-        found = await self.assistants.versions(request.assistant_id, metadata, limit, offset, auth)
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        found = await self.assistants.versions(
+            request.assistant_id, metadata, limit, offset, auth, owner
+        )
         return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
 
     @translate_errors
     async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
         if request.version < 1:
             raise invalid("version must be a positive integer.")
-        auth = auth_filter(context, "assistants")
-        found = await self.assistants.set_latest(request.assistant_id, request.version, auth)
+        auth, owner = auth_filter(context, "assistants"), owner_filter(context)
+        found = await self.assistants.set_latest(request.assistant_id, request.version, auth, owner)
         return found.to_proto()
 
     # ---- the runners' work stream ------------------------------------------------

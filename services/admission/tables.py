@@ -102,6 +102,7 @@ assistants = Table(
     Column("version", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("owner_id", String(255), nullable=False),  # who made it; system: "local"
 )
 
 assistant_versions = Table(

@@ -71,6 +71,21 @@ def backoff(settings: Settings, attempts: int) -> float:
     )
 
 
+# What an attempt's record says for a request that got no answer, by httpx's error
+# (the first that matches). The receiver's owner reads it: plain words, never the
+# exception's class or text (which may carry this server's details).
+ATTEMPT_FAILURES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
+    (httpx.TimeoutException, "the receiver did not answer in time"),
+    (httpx.ConnectError, "could not connect to the receiver"),
+    (httpx.RemoteProtocolError, "the receiver broke off the HTTP exchange"),
+    (httpx.HTTPError, "the request to the receiver failed"),
+)
+
+
+def attempt_failure(error: httpx.HTTPError) -> str:
+    return next(text for kind, text in ATTEMPT_FAILURES if isinstance(error, kind))
+
+
 class Outbox:
     def __init__(
         self,
@@ -156,9 +171,8 @@ class Outbox:
         except WebhookTargetRefused as refused:
             attempt.error = str(refused)
         except httpx.HTTPError as error:
-            attempt.error = (
-                f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            )
+            attempt.error = attempt_failure(error)
+            log.info("webhook %s: %s: %s", row.delivery_id, type(error).__name__, error)
         now = codec.now_utc()
         if not attempt.error:
             state, next_at = "delivered", None

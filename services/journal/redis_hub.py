@@ -234,8 +234,10 @@ class RedisJournalHub:
             except UNREACHABLE as error:
                 STATS.redis_errors += 1
                 if loop.time() + delay > deadline:
+                    log.warning("journal %s: Redis unreachable: %s", what, error)
+                    # The client hears what failed; Redis's address stays in the log.
                     raise ServiceError(
-                        grpc.StatusCode.UNAVAILABLE, f"journal {what}: Redis unreachable ({error})"
+                        grpc.StatusCode.UNAVAILABLE, f"journal {what}: Redis unreachable"
                     ) from error
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)

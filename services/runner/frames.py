@@ -126,5 +126,26 @@ def metadata_event(run_id: str, attempt: int) -> tuple[str, bytes]:
     return "metadata", codec.dumps({"run_id": run_id, "attempt": attempt})
 
 
+# Where Waybill's own failures come from (a peer unreachable, the database): the
+# class and text of these are the server's business, never a run's stream's.
+INFRASTRUCTURE_MODULES = ("waybill", "grpc", "sqlalchemy", "asyncpg", "psycopg", "redis")
+
+
+class RunnerFailure(RuntimeError):
+    """What a run's stream and receipt say when Waybill itself failed the run."""
+
+
+def as_reported(error: BaseException) -> BaseException:
+    """The error a run's stream and receipt show: a graph's own (a factory that
+    raised) as it is, as LangGraph Platform shows it; Waybill's own as a plain
+    `RunnerFailure`, its class, details and addresses left to the log."""
+    if type(error).__module__.split(".")[0] not in INFRASTRUCTURE_MODULES:
+        return error
+    return RunnerFailure(
+        "The runner could not carry out this run (a Waybill service or database it "
+        "needs failed); the runner's log has the details."
+    )
+
+
 def error_event(error: BaseException) -> tuple[str, bytes]:
     return "error", codec.dumps({"error": type(error).__name__, "message": str(error)})

@@ -20,6 +20,7 @@ from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.readiness import WorkHealth
+from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.execution import Peers, RunLimits
@@ -261,6 +262,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         value = codec.loads(request.value_json, None)
         if not isinstance(value, dict):
             raise invalid("value must be a JSON object.")
+        refuse_stored_secrets(value)  # here, where the store is: no request path skips it
         key = _store_key(request.item)
         store = self._store(context)
         index = _put_index(request.index_json)

@@ -23,7 +23,7 @@ import grpc
 from waybill.common.readiness import WorkHealth
 from waybill.common.tracing import run_span
 from waybill.services.runner.execution import Peers, RunExecution, RunLimits
-from waybill.services.runner.frames import error_event
+from waybill.services.runner.frames import as_reported, error_event
 from waybill.services.runner.graphs import GraphRegistry
 from waybill.services.runner.store import RunnerStore
 from waybill.v1 import admission_pb2, common_pb2
@@ -171,13 +171,14 @@ class Worker:
     async def _report_failure(self, execution: RunExecution, error: Exception) -> None:
         if not execution.fence.held:
             return
+        reported = as_reported(error)
         try:  # the run's stream says why (a graph factory that raised, most often)
-            execution.sink.emit(*error_event(error))
+            execution.sink.emit(*error_event(reported))
             await execution.sink.flush()
         except Exception:
             log.warning("run %s: the failure is not on its stream", execution.run.run_id)
         # The receipt before the terminal status, as for a graph's failure.
-        held = await execution.failure_receipt(error)
+        held = await execution.failure_receipt(reported)
         try:
             finished = await self.peers.admission.FinishRun(
                 admission_pb2.RunFinished(

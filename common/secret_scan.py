@@ -1,6 +1,7 @@
-"""Find credentials in a run's `metadata` and `config` before anything is stored.
+"""Find credentials in a run's `metadata` and `config` (an assistant's, a thread's
+metadata, a store item's value) before anything is stored.
 
-Both are persisted in clear and shown in every read, so a credential there leaks.
+All are persisted in clear and shown in every read, so a credential there leaks.
 Request-scoped secrets have one sanctioned place, `context.secrets`, which is a
 different root: callers scan `metadata` and `config` with `find_secret` and show
 contexts through `redact_secrets`. Pure functions over JSON-like data, no I/O.
@@ -49,6 +50,8 @@ from waybill.common.errors import invalid
 
 REDACTED = "[redacted]"
 SANCTIONED_PLACE = "context.secrets"
+RUN_ADVICE = f"pass request-scoped secrets in {SANCTIONED_PLACE}"
+STORE_ADVICE = "store values are kept in clear and read back as stored: keep credentials out"
 
 # Head words that name a credential whatever comes before them.
 CREDENTIAL_HEADS = frozenset(
@@ -345,9 +348,9 @@ class SecretFinding:
     kind: Literal["key_name", "token_format"]
     reason: str
 
-    def message(self) -> str:
+    def message(self, advice: str = RUN_ADVICE) -> str:
         """The 422 `detail`, e.g. `metadata.api_key: credential-like key name; ...`."""
-        return f"{self.path}: {self.reason}; pass request-scoped secrets in {SANCTIONED_PLACE}"
+        return f"{self.path}: {self.reason}; {advice}"
 
 
 def _child_path(path: str, key: Any) -> str:
@@ -429,6 +432,13 @@ def refuse_secrets(metadata: Any, config: Any) -> None:
         finding = find_secret(value, root)
         if finding is not None:
             raise invalid(finding.message())
+
+
+def refuse_stored_secrets(value: Any) -> None:
+    """A 422 naming the path of the first credential in a store item's `value`."""
+    finding = find_secret(value, "value")
+    if finding is not None:
+        raise invalid(finding.message(STORE_ADVICE))
 
 
 def redact_secrets(context: dict[str, Any]) -> dict[str, Any]:
