@@ -233,15 +233,15 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     @translate_errors
     async def PruneThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        deleted = await self.store.keep_latest_checkpoints(request.thread_id)
-        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": deleted}))
+        await self.graphs.checkpointer.aprune([request.thread_id], strategy="keep_latest")
+        return runner_pb2.JsonReply(json=b"{}")
 
     @translate_errors
     async def CopyThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        copied = await self.store.copy_thread_checkpoints(
+        await self.graphs.checkpointer.acopy_thread(
             request.source_thread_id, request.target_thread_id
         )
-        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": copied}))
+        return runner_pb2.JsonReply(json=b"{}")
 
     # ---- the long-term store -------------------------------------------------------
 
