@@ -16,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from tests.stacks import fresh_postgres_database
 from waybill.common.settings import Settings
 from waybill.services.runner.persistence import open_checkpointer
+from waybill.services.runner.schema import upgrade
 
 
 class Items(TypedDict):
@@ -34,13 +35,20 @@ def two_steps(saver: Any) -> Any:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def saver(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """The runner's checkpointer on its migrated database (fence trigger, run index)."""
     if request.param == "postgres":
         with fresh_postgres_database() as url:
-            async with open_checkpointer(Settings(data_dir=tmp_path, database_url=url)) as opened:
+            async for opened in _migrated(Settings(data_dir=tmp_path, database_url=url)):
                 yield opened
     else:
-        async with open_checkpointer(Settings(data_dir=tmp_path)) as opened:
+        async for opened in _migrated(Settings(data_dir=tmp_path)):
             yield opened
+
+
+async def _migrated(settings: Settings) -> AsyncIterator[Any]:
+    await upgrade(settings)
+    async with open_checkpointer(settings, setup=False) as opened:
+        yield opened
 
 
 def thread(thread_id: str) -> dict[str, Any]:
