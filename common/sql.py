@@ -57,13 +57,13 @@ def version_table(service: str) -> str:
 
 
 def alembic_config(
-    migrations_dir: Path, service: str | None = None, connection: Connection | None = None
+    migrations_dir: Path, service: str, connection: Connection | None = None
 ) -> Config:
     """Alembic's config for a service's migrations; `connection` is the one its
     `env.py` migrates (Alembic never opens one of its own here)."""
     config = Config()
     config.set_main_option("script_location", str(migrations_dir))
-    config.attributes.update(service=service or migrations_dir.parent.name, connection=connection)
+    config.attributes.update(service=service, connection=connection)
     return config
 
 
