@@ -137,3 +137,20 @@ def test_a_service_with_a_misspelt_config_does_not_start(tmp_path: Path) -> None
     )
     assert done.returncode != 0
     assert f"{path}: unknown key `model` (did you mean `models`?)" in done.stderr
+
+
+def test_doctor_reports_a_misspelt_config_and_goes_on(tmp_path: Path) -> None:
+    """`waybill doctor` says what is wrong with the file as a finding, not a traceback."""
+    path = write(tmp_path, "model:\n  - name: scripted\n")
+    env = {**os.environ, **stack_env(tmp_path / "data"), "WAYBILL_CONFIG": str(path)}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "waybill"), "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    config = f"FAIL  config              {path}: unknown key `model` (did you mean `models`?)"
+    assert config in done.stdout.splitlines()
+    assert "ok    graphs" in done.stdout and "Traceback" not in done.stderr
