@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from waybill.common.sql import migrate
+from waybill.common.sql import alembic_config, migrate, version_table
 
 MIGRATE_HINT = "run the migrations first (`waybill migrate` or `python -m waybill.common.migrate`)"
 
@@ -36,12 +35,10 @@ class Schema:
 
     @property
     def version_table(self) -> str:
-        return f"alembic_version_{self.service}"
+        return version_table(self.service)
 
     def script_directory(self) -> ScriptDirectory:
-        config = Config()
-        config.set_main_option("script_location", str(self.migrations))
-        return ScriptDirectory.from_config(config)
+        return ScriptDirectory.from_config(alembic_config(self.migrations, self.service))
 
     def head(self) -> str:
         head = self.script_directory().get_current_head()
@@ -52,6 +49,11 @@ class Schema:
         return {script.revision for script in self.script_directory().walk_revisions()}
 
     async def upgrade(self, engine: AsyncEngine) -> None:
+        """Bring the tables to this build's head; refuse tables a newer release
+        migrated (this build cannot know what its revision did)."""
+        current = await self.current(engine)
+        if current is not None and current not in self.known():
+            raise SchemaMismatch(str(self.verdict(current)))
         await migrate(engine, self.migrations, self.service)
 
     async def upgrade_to_head(self, engine: AsyncEngine) -> str:

@@ -1,17 +1,28 @@
 """Settings, read once from the environment (prefix `WAYBILL_`) and the YAML config.
 
+The environment holds the flat settings (ports, addresses, timers); the YAML file
+(`WAYBILL_CONFIG`) holds the sections that are lists and tables: models, auth,
+prices, channels. Each has its own model below, and the file's is strict: an
+unknown key anywhere in it is refused at start-up, naming the key and the file.
+
 Every timer lives here so that tests can shorten it.
 """
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, PrivateAttr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from waybill.common.project import GraphSpec, Project, ProjectError
 from waybill.common.usage import Price
@@ -21,6 +32,8 @@ BUILTIN_GRAPHS = {"lead_agent": "waybill.services.runner.lead_agent:build_lead_a
 
 class ModelSpec(BaseModel):
     """One entry of the `models` list in the YAML config; its name is allowlisted."""
+
+    model_config = ConfigDict(extra="forbid")  # provider-specific extras go in `options`
 
     name: str
     provider: str = "scripted"  # scripted | openai
@@ -39,15 +52,120 @@ class PrincipalSpec(BaseModel):
     Only the key's SHA-256 is stored (`key_sha256`, hex). Without `scopes`, the
     role's defaults apply (see `gateway/auth.py`)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     user_id: str
     role: str = "user"
     scopes: list[str] | None = None
     key_sha256: str
 
 
+class PriceSpec(Price):
+    """One entry of the YAML `prices` table (a misspelt rate is refused, not free)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class AuthSection(BaseModel):
+    """The YAML `auth` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    principals: list[PrincipalSpec] = Field(default_factory=list)
+    role_tools: dict[str, list[str]] = Field(default_factory=dict)  # role -> its only tools
+
+
+class ConfigFile(BaseSettings):
+    """The YAML config file (`WAYBILL_CONFIG`). Read from that file alone (its
+    sections are no environment variables), and strictly: see `read_config_file`."""
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    default_model: str | None = None
+    models: list[ModelSpec] = Field(default_factory=list)
+    auth: AuthSection = Field(default_factory=AuthSection)
+    prices: dict[str, PriceSpec] = Field(default_factory=dict)  # model name -> its price
+    # Checked by the delivery service, which knows the platforms (channels/config.py).
+    channels: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """`auth:` with nothing under it is YAML's null: an empty section, not an error."""
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Its sections are never environment variables (those are `Settings`).
+        return (init_settings,)
+
+
+class ConfigError(ValueError):
+    """The YAML config cannot be used; the message names the file and what is wrong."""
+
+
+def read_config_file(path: Path) -> ConfigFile:
+    """The YAML file at `path`, validated; `ConfigError` on an unknown key, a value
+    of the wrong shape, a file that is not YAML or not there."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (WAYBILL_CONFIG)")
+    try:
+        return ConfigFile.model_validate(YamlConfigSettingsSource(ConfigFile, yaml_file=path)())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    except ValidationError as error:
+        raise ConfigError(f"{path}: " + "; ".join(map(_problem, error.errors()))) from None
+    except (TypeError, ValueError):  # the top level is a list or a scalar
+        raise ConfigError(f"{path}: the top level must be a mapping of sections") from None
+
+
+def _problem(error: Any) -> str:
+    """One validation error, said without its input (a channel entry holds secrets)."""
+    where = ".".join(str(part) for part in error["loc"])
+    if error["type"] != "extra_forbidden":
+        return f"{where}: {error['msg']}"
+    said = f"unknown key `{where}`"
+    known = _known_keys(error["loc"])
+    close = difflib.get_close_matches(str(error["loc"][-1]), known, n=1)
+    if close:
+        return f"{said} (did you mean `{close[0]}`?)"
+    if len(error["loc"]) == 1 and str(error["loc"][0]) in Settings.model_fields:
+        return f"{said}: it is a setting of the environment, WAYBILL_{str(error['loc'][0]).upper()}"
+    return f"{said} (known: {', '.join(known)})"
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model that refused the last part of `loc` knows."""
+    model: Any = ConfigFile
+    for part in loc[:-1]:
+        if model is not None and part in model.model_fields:  # else a list index or dict key
+            model = _model_in(model.model_fields[part].annotation)
+    return sorted(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model a field holds, itself or in a list or a dict's values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in getattr(annotation, "__args__", ()):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WAYBILL_", extra="ignore")
-    _yaml: dict[str, Any] | None = PrivateAttr(default=None)
+    _config_file: ConfigFile | None = PrivateAttr(default=None)
     _project: Project | None = PrivateAttr(default=None)
 
     http_port: int = 8080
@@ -292,49 +410,33 @@ class Settings(BaseSettings):
             return self.database_url
         return f"sqlite+aiosqlite:///{self.checkpointer_url()}"
 
-    def yaml_config(self) -> dict[str, Any]:
+    def config_file(self) -> ConfigFile:
         """The YAML config, read once like the environment: runs ask for it on
         hot paths (the models, a role's tools, the price table)."""
-        if self._yaml is None:
-            self._yaml = self._read_yaml()
-        return self._yaml
-
-    def _read_yaml(self) -> dict[str, Any]:
-        if self.config is None:
-            return {}
-        loaded = yaml.safe_load(self.config.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{self.config}: the top level must be a mapping")
-        return loaded
+        if self._config_file is None:
+            self._config_file = read_config_file(self.config) if self.config else ConfigFile()
+        return self._config_file
 
     def models(self) -> list[ModelSpec]:
-        entries = self.yaml_config().get("models")
-        if not entries:
-            return list(DEFAULT_MODELS)
-        return [ModelSpec.model_validate(entry) for entry in entries]
+        return list(self.config_file().models or DEFAULT_MODELS)
 
     def principals(self) -> list[PrincipalSpec]:
-        entries = (self.yaml_config().get("auth") or {}).get("principals") or []
-        return [PrincipalSpec.model_validate(entry) for entry in entries]
+        return self.config_file().auth.principals
 
     def prices(self) -> dict[str, Price]:
         """`prices`: model name -> price per million tokens (optional; gives usage a cost)."""
-        entries = self.yaml_config().get("prices") or {}
-        if not isinstance(entries, dict):
-            raise ValueError("prices: must map model names to {input_per_million, ...}")
-        return {str(name): Price.model_validate(entry) for name, entry in entries.items()}
+        return dict(self.config_file().prices)
 
     def role_tools(self) -> dict[str, list[str]]:
         """`auth.role_tools`: role -> the only tools runs of that role may use."""
-        found = (self.yaml_config().get("auth") or {}).get("role_tools") or {}
-        return {str(role): [str(name) for name in names] for role, names in found.items()}
+        return self.config_file().auth.role_tools
 
     @property
     def auth_enabled(self) -> bool:
         return bool(self.api_key or self.internal_token or self.principals())
 
     def default_model(self) -> str:
-        return str(self.yaml_config().get("default_model") or self.models()[0].name)
+        return self.config_file().default_model or self.models()[0].name
 
     def project(self) -> Project | None:
         """The `langgraph.json` project (`WAYBILL_GRAPHS`), read once; None without one."""
@@ -362,4 +464,8 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    """This process's settings. The YAML config is read here, at start-up, so that
+    a mistake in it stops the service before it serves anything."""
+    settings = Settings()
+    settings.config_file()
+    return settings

@@ -1,14 +1,17 @@
 """The SQL engine every service uses, and its migrations (Alembic, one version
-table per service, so that all services can share one Postgres database)."""
+table per service, so that all services can share one Postgres database).
+
+Migrations run through Alembic's own `command.upgrade`: each service's
+`migrations/env.py` calls `run_migrations` below, on the connection `migrate`
+hands it through the Alembic config."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from alembic import command, context
 from alembic.config import Config
-from alembic.runtime.environment import EnvironmentContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -48,22 +51,45 @@ def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> Async
     )
 
 
-def _upgrade(connection: Connection, migrations_dir: Path, service: str) -> None:
+def version_table(service: str) -> str:
+    """Each service's own Alembic version table, so that they can share one database."""
+    return f"alembic_version_{service}"
+
+
+def alembic_config(
+    migrations_dir: Path, service: str, connection: Connection | None = None
+) -> Config:
+    """Alembic's config for a service's migrations; `connection` is the one its
+    `env.py` migrates (Alembic never opens one of its own here)."""
     config = Config()
     config.set_main_option("script_location", str(migrations_dir))
-    script = ScriptDirectory.from_config(config)
+    config.attributes.update(service=service, connection=connection)
+    return config
 
-    def upgrade_steps(revision, _context):  # type: ignore[no-untyped-def]
-        return script._upgrade_revs("head", revision)
 
-    with EnvironmentContext(config, script, fn=upgrade_steps) as environment:
-        environment.configure(
-            connection=connection,
-            version_table=f"alembic_version_{service}",
-            render_as_batch=connection.dialect.name == "sqlite",
+def run_migrations(service: str) -> None:
+    """What every service's `migrations/env.py` runs: the migrations on the
+    connection its caller gave, recorded in the service's own version table."""
+    connection: Connection | None = context.config.attributes.get("connection")
+    if context.config.attributes.get("service", service) != service:
+        raise RuntimeError(f"{context.script.dir} holds the {service} migrations")
+    if connection is None:
+        raise RuntimeError(
+            f"the {service} migrations run on a connection given to them: "
+            "`waybill migrate`, not the alembic command line"
         )
-        with environment.begin_transaction():
-            environment.run_migrations()
+    context.configure(
+        connection=connection,
+        version_table=version_table(service),
+        # SQLite alters a table by copying it (Alembic's batch mode).
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _upgrade(connection: Connection, migrations_dir: Path, service: str) -> None:
+    command.upgrade(alembic_config(migrations_dir, service, connection), "head")
 
 
 async def migrate(engine: AsyncEngine, migrations_dir: Path, service: str) -> None:

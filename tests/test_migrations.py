@@ -86,6 +86,23 @@ def test_migrate_then_every_service_checks_its_revision(tmp_path: Path) -> None:
     assert "migrated by a newer release" in said
 
 
+def test_migrate_refuses_a_schema_a_newer_release_migrated(tmp_path: Path) -> None:
+    """`waybill migrate` of an older build leaves a newer release's tables alone, and says why."""
+    env = stack_env(tmp_path)
+    assert run_module("waybill.common.migrate", env).returncode == 0
+    journal = sqlite3.connect(tmp_path / "journal.db")
+    with journal:
+        journal.execute("UPDATE alembic_version_journal SET version_num = '0042'")
+    done = run_module("waybill.common.migrate", env)
+    assert done.returncode == 1, done.stdout
+    newest = HEAD["journal"]
+    said = f"failed: this build does not know journal schema 0042 (its newest is {newest})"
+    assert said in done.stderr
+    assert "migrated by a newer release" in done.stderr
+    [(version,)] = journal.execute("SELECT version_num FROM alembic_version_journal")
+    assert version == "0042"
+
+
 def test_postgres_migrations_run_once_even_when_started_twice(tmp_path: Path) -> None:
     with fresh_postgres_database() as url:
         env = stack_env(tmp_path, url)
@@ -133,33 +150,19 @@ def test_wait_returns_once_another_run_has_migrated(tmp_path: Path) -> None:
 
 
 def journal_to(url: str, revision: str, down: bool = False) -> None:
-    """Move the journal's schema up (or `down`) to `revision`: Alembic on a plain
-    synchronous connection, no service (`url`: sqlite:/// or postgresql+psycopg://)."""
-    from alembic.config import Config
-    from alembic.runtime.environment import EnvironmentContext
-    from alembic.script import ScriptDirectory
+    """Move the journal's schema up (or `down`) to `revision`: Alembic's own commands
+    through the journal's env.py, on a plain synchronous connection, no service
+    (`url`: sqlite:/// or postgresql+psycopg://)."""
+    from alembic import command
     from sqlalchemy import create_engine as create_sync_engine
 
+    from waybill.common.sql import alembic_config
     from waybill.services.journal.store import MIGRATIONS
 
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    script = ScriptDirectory.from_config(config)
-
-    def steps(current, _context):  # type: ignore[no-untyped-def]
-        if down:
-            return script._downgrade_revs(revision, current)
-        return script._upgrade_revs(revision, current)
-
     engine = create_sync_engine(url)
-    with engine.begin() as connection, EnvironmentContext(config, script, fn=steps) as env:
-        env.configure(
-            connection=connection,
-            version_table="alembic_version_journal",
-            render_as_batch=url.startswith("sqlite"),
-        )
-        with env.begin_transaction():
-            env.run_migrations()
+    with engine.begin() as connection:
+        config = alembic_config(MIGRATIONS, "journal", connection)
+        (command.downgrade if down else command.upgrade)(config, revision)
     engine.dispose()
 
 

@@ -359,7 +359,7 @@ class RunExecution:
         )
         if rolled_back:
             self.fence.check("rollback")
-            await self.store.delete_run_checkpoints(self.run.thread_id, self.run.run_id)
+            await self.graphs.checkpointer.adelete_for_runs([self.run.run_id])
         elif outcome.status != common_pb2.RUN_STATUS_SUCCESS:
             await self._answer_dangling_tool_calls(graph)
         if outcome.error is not None:

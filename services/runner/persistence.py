@@ -25,21 +25,23 @@ async def relax_sync(connection: Any) -> None:
 
 @contextlib.asynccontextmanager
 async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIterator[Any]:
-    """`setup` creates or upgrades the tables: the migration step's job, not a start's."""
+    """LangGraph's saver for the database, with the whole of LangGraph's interface
+    (savers.py: a rollback's `adelete_for_runs`, a copy's `acopy_thread`, `aprune`).
+    `setup` creates or upgrades the tables: the migration step's job, not a start's."""
     url = settings.checkpointer_url()
     if settings.database_url:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from waybill.services.runner.savers import PostgresSaver
 
-        async with AsyncPostgresSaver.from_conn_string(url) as saver:
+        async with PostgresSaver.from_conn_string(url) as saver:
             if setup:
                 await saver.setup()
             yield saver
     else:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from waybill.services.runner.savers import SqliteSaver
 
         # As `AsyncSqliteSaver.from_conn_string`, on a connection that can `run`.
         async with sqlite_driver.connect_with_run(url) as connection:
-            sqlite_saver = AsyncSqliteSaver(connection)
+            sqlite_saver = SqliteSaver(connection)
             if setup:
                 await sqlite_saver.setup()
             await relax_sync(sqlite_saver.conn)

@@ -20,7 +20,7 @@ async def upgrade(settings: Settings) -> str:
         pass
     store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
     try:
-        await store.migrate()
+        await SCHEMA.upgrade(store.engine)
     finally:
         await store.engine.dispose()
     return SCHEMA.head()

@@ -239,16 +239,16 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def PruneThreadState(
         self, request: runner_pb2.PruneThreadStateRequest, context: grpc.aio.ServicerContext
     ) -> runner_pb2.JsonReply:
-        deleted = await self.store.keep_latest_checkpoints(request.thread_id)
-        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": deleted}))
+        await self.graphs.checkpointer.aprune([request.thread_id], strategy="keep_latest")
+        return runner_pb2.JsonReply(json=b"{}")
 
     async def CopyThreadState(
         self, request: runner_pb2.CopyThreadStateRequest, context: grpc.aio.ServicerContext
     ) -> runner_pb2.JsonReply:
-        copied = await self.store.copy_thread_checkpoints(
+        await self.graphs.checkpointer.acopy_thread(
             request.source_thread_id, request.target_thread_id
         )
-        return runner_pb2.JsonReply(json=codec.dumps({"checkpoints": copied}))
+        return runner_pb2.JsonReply(json=b"{}")
 
     # ---- the long-term store -------------------------------------------------------
 

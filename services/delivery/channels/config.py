@@ -82,7 +82,7 @@ def _check(spec: ChannelSpec) -> None:
 
 def load_channels(settings: Settings) -> dict[str, ChannelSpec]:
     """The configured channels by name; a mistake stops the service at start-up."""
-    entries = settings.yaml_config().get("channels") or []
+    entries = settings.config_file().channels
     if not isinstance(entries, list):
         raise ValueError("channels: must be a list of channel entries")
     specs: dict[str, ChannelSpec] = {}

@@ -1,0 +1,7 @@
+"""Alembic's entry point for the admission migrations (`alembic.command.upgrade`,
+through `waybill migrate`): they run on the connection it gives, recorded in
+`alembic_version_admission`."""
+
+from waybill.common.sql import run_migrations
+
+run_migrations("admission")
