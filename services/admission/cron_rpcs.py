@@ -23,6 +23,7 @@ from waybill.common.identity import (
     caller_of,
     owner_filter,
 )
+from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY
 from waybill.services.admission.assistants import AssistantCatalog
 from waybill.services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
 from waybill.services.admission.crons import (
@@ -126,7 +127,9 @@ class CronRpcs:
             on_run_completed=_on_run_completed(request.on_run_completed, thread_id),
             kwargs=json_object(request.kwargs_json, "kwargs"),
             metadata=json_object(request.metadata_json, "metadata"),
-            multitask_strategy=codec.MULTITASK_NAMES.get(request.multitask_strategy, "enqueue"),
+            multitask_strategy=codec.MULTITASK_NAMES.get(
+                request.multitask_strategy, DEFAULT_MULTITASK_STRATEGY
+            ),
             next_run_at=schedule.next_after(now),
             created_at=stamp,
             updated_at=stamp,

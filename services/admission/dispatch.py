@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from waybill.common import codec
 from waybill.services.admission import metrics
+from waybill.services.admission.leases import LeaseStore
 from waybill.services.admission.records import RunRecord
-from waybill.services.admission.store import AdmissionStore
 from waybill.v1 import admission_pb2
 
 log = logging.getLogger("waybill.admission.dispatch")
@@ -42,7 +42,7 @@ class RunnerConnection:
 
 
 class RunnerPool:
-    def __init__(self, store: AdmissionStore, lease_seconds: float, max_attempts: int) -> None:
+    def __init__(self, store: LeaseStore, lease_seconds: float, max_attempts: int) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
         self.max_attempts = max_attempts

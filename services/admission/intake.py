@@ -30,6 +30,7 @@ from waybill.services.admission.idempotency import (
     key_for,
     replayed_run_id,
 )
+from waybill.services.admission.leases import Lease
 from waybill.services.admission.policy import (
     SECRETS_KEY,
     admitted_kwargs,
@@ -40,8 +41,8 @@ from waybill.services.admission.policy import (
     requested_checkpoint,
 )
 from waybill.services.admission.records import RunRecord
+from waybill.services.admission.run_store import RunStore
 from waybill.services.admission.runner_facts import RunnerFacts
-from waybill.services.admission.store import AdmissionStore, Lease
 from waybill.v1 import admission_pb2
 
 # The project's auth filters by resource ("threads", "assistants"); None: no filter.
@@ -51,13 +52,13 @@ Filters = dict[str, dict[str, Any]] | None
 class RunIntake:
     def __init__(
         self,
-        store: AdmissionStore,
+        runs: RunStore,
         pool: RunnerPool,
         facts: RunnerFacts,
         assistants: AssistantCatalog,
         settings: Settings,
     ) -> None:
-        self.store = store
+        self.runs = runs
         self.pool = pool
         self.facts = facts
         self.assistants = assistants
@@ -82,7 +83,7 @@ class RunIntake:
         user = caller.user_id if caller else LOCAL_USER.user_id
         key = key_for(request, user, self.settings.idempotency_seconds)
         if key is not None:  # a retry gets the run it created, and nothing starts
-            found = await self.store.keyed_run(key)
+            found = await self.runs.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
         run, owner = await self.check(request, caller, filters)
@@ -91,7 +92,7 @@ class RunIntake:
                 run, request.if_not_exists, owner, key, (filters or {}).get("threads")
             )
         except IntegrityError as error:
-            found = await self.store.keyed_run(key) if key else None
+            found = await self.runs.keyed_run(key) if key else None
             if key is not None and found is not None:
                 return await self._replay(key, found)  # a twin with the same key won the race
             raise busy(
@@ -135,7 +136,7 @@ class RunIntake:
         run = build_run(request, assistant, allowed_models, caller)  # checks 1-4
         await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
         if_not_exists = request.if_not_exists or "reject"
-        thread = await self.store.thread_for_run(
+        thread = await self.runs.threads.thread_for_run(
             run.thread_id, owner, if_not_exists, filters.get("threads")
         )  # 5
         owner_id = thread.owner_id if thread else run.owner_id
@@ -154,7 +155,7 @@ class RunIntake:
         return run, owner
 
     async def _replay(self, key: IdempotencyKey, found: KeyedRun) -> RunRecord:
-        return await self.store.get_run(found.thread_id, replayed_run_id(key, found))
+        return await self.runs.get_run(found.thread_id, replayed_run_id(key, found))
 
     async def _admit(
         self,
@@ -170,7 +171,7 @@ class RunIntake:
         claimed = False
         try:
             with run_span("admission.admit", run.run_id, run.thread_id, run.owner_id):
-                await self.store.admit_run(run, if_not_exists or "reject", lease, owner, key, auth)
+                await self.runs.admit_run(run, if_not_exists or "reject", lease, owner, key, auth)
             claimed = runner is not None and run.lease_owner is not None
         finally:
             if runner is not None and not claimed:

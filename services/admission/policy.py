@@ -25,6 +25,7 @@ from waybill.common.errors import forbidden, invalid, refused
 from waybill.common.identity import Principal
 from waybill.common.sealed import seal
 from waybill.common.settings import Settings
+from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
 from waybill.common.webhook_targets import WebhookTargetRefused, check_webhook_url
 from waybill.services.admission.assistants import with_assistant_defaults
 from waybill.services.admission.records import (
@@ -34,7 +35,7 @@ from waybill.services.admission.records import (
     RunRecord,
 )
 from waybill.services.admission.secret_scan import refuse_secrets
-from waybill.v1 import admission_pb2, common_pb2
+from waybill.v1 import admission_pb2
 
 # Waybill's identity keys: set in `context` by the server from the authenticated
 # caller when the graph's context schema declares them (the built-in lead_agent
@@ -112,9 +113,7 @@ def build_run(
     """Checks 1-4 of a StartRun request for `assistant` (resolved from its id);
     returns the pending record to insert, with the assistant's defaults merged in.
     `allowed_models` is None for a graph whose model choice is not Waybill's."""
-    strategy = codec.MULTITASK_NAMES.get(
-        request.multitask_strategy or common_pb2.MULTITASK_STRATEGY_ENQUEUE, "enqueue"
-    )
+    strategy = codec.MULTITASK_NAMES.get(request.multitask_strategy, DEFAULT_MULTITASK_STRATEGY)
     check_cancel_permission(strategy, caller)
     if not codec.is_uuid(request.thread_id):
         raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
@@ -136,7 +135,7 @@ def build_run(
         thread_id=request.thread_id,
         assistant_id=assistant.assistant_id,
         graph_id=assistant.graph_id,
-        status="pending",
+        status=RunStatus.PENDING,
         multitask_strategy=strategy,
         metadata=metadata,
         kwargs=kwargs,

@@ -13,12 +13,12 @@ import grpc
 from waybill.common import codec
 from waybill.common.errors import invalid
 from waybill.common.grpc_server import translate_errors
+from waybill.common.statuses import TERMINAL_RUN_STATUSES
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
 from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
+from waybill.services.admission.leases import LeaseStore, RunEnd
 from waybill.services.admission.log_closes import LogCloser
-from waybill.services.admission.records import TERMINAL_STATUSES
-from waybill.services.admission.store import AdmissionStore, RunEnd
 from waybill.services.admission.usage_rpcs import token_counts_of
 from waybill.v1 import admission_pb2
 
@@ -28,7 +28,7 @@ log = logging.getLogger("waybill.admission")
 class RunnerRpcs:
     """Mixed into the admission servicer."""
 
-    store: AdmissionStore
+    leases: LeaseStore
     pool: RunnerPool
     log_closer: LogCloser
 
@@ -53,7 +53,7 @@ class RunnerRpcs:
             self.pool.disconnect(connection)
             if connection.active:
                 try:
-                    await asyncio.shield(self.store.wake_replicas())
+                    await asyncio.shield(self.leases.wake_replicas())
                 except Exception:  # the stream is gone either way; our own timer still runs
                     log.exception("could not wake the other replicas for %s", connection.runner_id)
 
@@ -69,7 +69,7 @@ class RunnerRpcs:
                 elif kind == "draining":
                     self.pool.drain(connection)
                 elif kind == "released":
-                    await self.store.release_run(message.released.run_id, message.released.epoch)
+                    await self.leases.release_run(message.released.run_id, message.released.epoch)
                     self.pool.release(connection.runner_id, message.released.run_id)
         except Exception:
             log.exception("work stream of runner %s failed", connection.runner_id)
@@ -79,7 +79,7 @@ class RunnerRpcs:
     @translate_errors
     async def BeginRun(self, request, context):  # type: ignore[no-untyped-def]
         with run_span("admission.begin", request.run_id, epoch=request.epoch):
-            started, reason = await self.store.begin_run(
+            started, reason = await self.leases.begin_run(
                 request.run_id, request.epoch, self.pool.max_attempts
             )
         if reason in ("cancelled", "exhausted"):  # ended here: no FinishRun will follow
@@ -94,8 +94,8 @@ class RunnerRpcs:
     @translate_errors
     async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
-        if status not in TERMINAL_STATUSES:
-            raise invalid(f"status must be terminal: one of {', '.join(TERMINAL_STATUSES)}.")
+        if status not in TERMINAL_RUN_STATUSES:
+            raise invalid(f"status must be terminal: one of {', '.join(TERMINAL_RUN_STATUSES)}.")
         report = RunEnd(
             run_id=request.run_id,
             epoch=request.epoch,
@@ -108,7 +108,7 @@ class RunnerRpcs:
             token_counts=token_counts_of(request.token_counts),
         )
         with run_span("admission.finish", request.run_id, status=status, epoch=request.epoch):
-            accepted = await self.store.finish_run(report)
+            accepted = await self.leases.finish_run(report)
         if accepted:
             metrics.count_tokens(report.token_counts)
             self.log_closer.owed()

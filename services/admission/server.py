@@ -15,6 +15,7 @@ from waybill.common.grpc_server import configure_logging, run_service, serve, tr
 from waybill.common.identity import auth_filter, auth_filters, caller_of, owner_filter
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.settings import Settings, get_settings
+from waybill.common.statuses import ACTIVE_RUN_STATUSES, CancelAction
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
 from waybill.services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
@@ -23,6 +24,7 @@ from waybill.services.admission.cron_rpcs import CronRpcs
 from waybill.services.admission.cron_store import CronStore
 from waybill.services.admission.dispatch import RunnerPool
 from waybill.services.admission.intake import RunIntake
+from waybill.services.admission.leases import LeaseStore
 from waybill.services.admission.log_closes import LogCloser, LogCloseStore
 from waybill.services.admission.records import CANCEL_ACTIONS
 from waybill.services.admission.rpc_fields import (
@@ -32,14 +34,15 @@ from waybill.services.admission.rpc_fields import (
     page,
     threads_filter,
 )
+from waybill.services.admission.run_store import RunStore
 from waybill.services.admission.runner_facts import RunnerFacts
 from waybill.services.admission.runner_rpcs import RunnerRpcs
 from waybill.services.admission.schedule_clock import clock_for
 from waybill.services.admission.scheduler import Scheduler
 from waybill.services.admission.schema import SCHEMA
-from waybill.services.admission.store import AdmissionStore
 from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_rpcs import ThreadRpcs
+from waybill.services.admission.thread_store import ThreadStore
 from waybill.services.admission.thread_ttl import ThreadSweeper, thread_ttl
 from waybill.services.admission.usage_rpcs import token_usage
 from waybill.services.admission.wakeups import WakeupListener
@@ -51,22 +54,25 @@ log = logging.getLogger("waybill.admission")
 class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.AdmissionServicer):
     def __init__(
         self,
-        store: AdmissionStore,
+        runs: RunStore,
+        leases: LeaseStore,
         pool: RunnerPool,
         facts: RunnerFacts,
         settings: Settings,
         log_closer: LogCloser,
     ) -> None:
-        self.store = store
+        self.threads = runs.threads
+        self.runs = runs
+        self.leases = leases
         self.log_closer = log_closer
-        self.cron_store = CronStore(store.engine)
+        self.cron_store = CronStore(runs.engine)
         self.clock = clock_for(settings.cron_clock_file)
         self.scheduler: Scheduler | None = None  # set by main(); woken by cron changes
         self.pool = pool
         self.settings = settings
         graphs = {graph_id: spec.description for graph_id, spec in settings.graph_specs().items()}
-        self.assistants = AssistantCatalog(graphs, AssistantStore(store.engine))
-        self.intake = RunIntake(store, pool, facts, self.assistants, settings)
+        self.assistants = AssistantCatalog(graphs, AssistantStore(runs.engine))
+        self.intake = RunIntake(runs, pool, facts, self.assistants, settings)
 
     # ---- runs ----------------------------------------------------------------
 
@@ -82,7 +88,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     @translate_errors
     async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
-        record = await self.store.get_run(
+        record = await self.runs.get_run(
             checked_thread_id(request.thread_id),
             request.run_id,
             owner_filter(context),
@@ -93,7 +99,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
     @translate_errors
     async def ListRuns(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
-        records = await self.store.list_runs(
+        records = await self.runs.list_runs(
             checked_thread_id(request.thread_id),
             status,
             request.limit or 10,
@@ -105,7 +111,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     @translate_errors
     async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
-        await self.store.delete_run(
+        await self.runs.delete_run(
             checked_thread_id(request.thread_id),
             request.run_id,
             owner_filter(context),
@@ -201,11 +207,11 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     @translate_errors
     async def CancelRun(self, request, context):  # type: ignore[no-untyped-def]
-        action = request.action or "interrupt"
+        action = request.action or CancelAction.INTERRUPT
         if action not in CANCEL_ACTIONS:
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
         with run_span("admission.cancel", request.run_id, request.thread_id, action=action):
-            run = await self.store.request_cancel(
+            run = await self.runs.request_cancel(
                 checked_thread_id(request.thread_id),
                 request.run_id,
                 action,
@@ -219,10 +225,10 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     @translate_errors
     async def CancelRuns(self, request, context):  # type: ignore[no-untyped-def]
-        action = one_of(request.action or "interrupt", "action", CANCEL_ACTIONS)
+        action = one_of(request.action or CancelAction.INTERRUPT, "action", CANCEL_ACTIONS)
         thread_id, run_ids, status = request.thread_id, list(request.run_ids), request.status
         if status:
-            one_of(status, "status", ("pending", "running", "all"))
+            one_of(status, "status", (*ACTIVE_RUN_STATUSES, "all"))
             if thread_id or run_ids:
                 raise invalid("Give either a status, or a thread_id with run_ids: not both.")
         else:
@@ -232,7 +238,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             for run_id in run_ids:
                 if not codec.is_uuid(run_id):
                     raise invalid(f"run_ids: '{run_id}' is not a UUID.")
-        runs = await self.store.request_cancel_many(
+        runs = await self.runs.request_cancel_many(
             thread_id, run_ids, status, action, owner_filter(context), threads_filter(context)
         )
         for run in runs:
@@ -243,21 +249,22 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     @translate_errors
     async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
-        return await token_usage(self.store, request, caller_of(context), threads_filter(context))
+        return await token_usage(self.threads, request, caller_of(context), threads_filter(context))
 
 
 async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
     expiry = thread_ttl(settings)  # checkpointer.ttl: a bad one stops start-up here
-    store = AdmissionStore(
-        settings.engine(settings.sqlalchemy_url("admission")), settings.log_close_grace_seconds
-    )
-    await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
-    pool = RunnerPool(store, settings.lease_seconds, settings.max_attempts)
+    engine = settings.engine(settings.sqlalchemy_url("admission"))
+    threads = ThreadStore(engine)  # first: it registers SQLite's functions per connection
+    await SCHEMA.check(engine)  # `waybill migrate` upgrades it, once per deploy
+    runs = RunStore(threads)
+    leases = LeaseStore(engine, settings.log_close_grace_seconds)
+    pool = RunnerPool(leases, settings.lease_seconds, settings.max_attempts)
     pool.start()
     log_closer = LogCloser(
-        LogCloseStore(store.engine),
+        LogCloseStore(engine),
         settings.journal_addr,
         settings.log_close_grace_seconds,
         settings.log_close_retry_seconds,
@@ -267,9 +274,9 @@ async def main() -> None:
     facts = RunnerFacts(
         settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
     )
-    servicer = AdmissionServicer(store, pool, facts, settings, log_closer)
+    servicer = AdmissionServicer(runs, leases, pool, facts, settings, log_closer)
     await servicer.assistants.start()
-    removal = ThreadRemoval(store, settings)
+    removal = ThreadRemoval(threads, settings)
     scheduler = Scheduler(
         servicer.cron_store,
         servicer.intake.start,
@@ -282,7 +289,7 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
-    sweeper = ThreadSweeper(store, removal.remove, expiry) if expiry else None
+    sweeper = ThreadSweeper(threads, removal.remove, expiry) if expiry else None
     if sweeper is not None:
         sweeper.start()
     listener = None
@@ -296,7 +303,7 @@ async def main() -> None:
             settings.database_url, woken, pool.send_cancel, on_crons=scheduler.wake
         )
         listener.start()
-    register(ScrapedGauge(asyncio.get_running_loop(), store.queue_depth, metrics.QUEUE_DOCS))
+    register(ScrapedGauge(asyncio.get_running_loop(), runs.queue_depth, metrics.QUEUE_DOCS))
 
     async def stop() -> None:
         if listener is not None:
@@ -316,7 +323,7 @@ async def main() -> None:
         on_stop=stop,
         grace_seconds=settings.shutdown_grace_seconds,
     )
-    await store.engine.dispose()
+    await engine.dispose()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import grpc
 from waybill.common.errors import ServiceError
 from waybill.common.grpc_channels import open_channel, round_robin
 from waybill.common.settings import Settings
-from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.thread_store import ThreadStore
 from waybill.v1 import (
     delivery_pb2,
     delivery_pb2_grpc,
@@ -22,7 +22,7 @@ from waybill.v1 import (
 
 
 class ThreadRemoval:
-    def __init__(self, store: AdmissionStore, settings: Settings) -> None:
+    def __init__(self, store: ThreadStore, settings: Settings) -> None:
         self.store = store
         self.timeout = settings.rpc_timeout_seconds
         self.channels = [

@@ -9,6 +9,7 @@ from waybill.common import codec
 from waybill.common.errors import invalid
 from waybill.common.grpc_server import translate_errors
 from waybill.common.identity import acting_user, owner_filter
+from waybill.common.statuses import ThreadStatus
 from waybill.services.admission.rpc_fields import (
     checked_thread_id,
     json_object,
@@ -17,13 +18,13 @@ from waybill.services.admission.rpc_fields import (
     threads_filter,
 )
 from waybill.services.admission.secret_scan import refuse_secrets
-from waybill.services.admission.store import AdmissionStore
 from waybill.services.admission.thread_queries import (
     SORT_KEYS,
     SORT_ORDERS,
     THREAD_STATUSES,
     ThreadQuery,
 )
+from waybill.services.admission.thread_store import ThreadStore
 from waybill.v1 import admission_pb2
 
 
@@ -52,7 +53,7 @@ def _search_query(request: admission_pb2.SearchThreadsRequest) -> ThreadQuery:
 class ThreadRpcs:
     """Mixed into the admission servicer."""
 
-    store: AdmissionStore
+    threads: ThreadStore
 
     @translate_errors
     async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
@@ -61,12 +62,12 @@ class ThreadRpcs:
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
         owner_id = acting_user(context)
         if_exists = one_of(request.if_exists or "raise", "if_exists", ("raise", "do_nothing"))
-        record = await self.store.create_thread(thread_id, metadata, if_exists, owner_id)
+        record = await self.threads.create_thread(thread_id, metadata, if_exists, owner_id)
         return record.to_proto()
 
     @translate_errors
     async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
-        record = await self.store.get_thread(
+        record = await self.threads.get_thread(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return record.to_proto()
@@ -75,7 +76,7 @@ class ThreadRpcs:
     async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
         metadata = json_object(request.metadata_json, "metadata")
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
-        record = await self.store.patch_thread(
+        record = await self.threads.patch_thread(
             checked_thread_id(request.thread_id),
             metadata,
             owner_filter(context),
@@ -85,9 +86,9 @@ class ThreadRpcs:
 
     @translate_errors
     async def RecordThreadState(self, request, context):  # type: ignore[no-untyped-def]
-        if request.status not in ("idle", "interrupted"):
+        if request.status not in (ThreadStatus.IDLE, ThreadStatus.INTERRUPTED):
             raise invalid(f"status must be idle or interrupted (got '{request.status}').")
-        record = await self.store.record_thread_state(
+        record = await self.threads.record_thread_state(
             checked_thread_id(request.thread_id),
             json_object(request.values_json, "values"),
             json_object(request.interrupts_json, "interrupts"),
@@ -98,7 +99,7 @@ class ThreadRpcs:
 
     @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
-        run_ids = await self.store.delete_thread(
+        run_ids = await self.threads.delete_thread(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
@@ -107,14 +108,14 @@ class ThreadRpcs:
     async def SearchThreads(self, request, context):  # type: ignore[no-untyped-def]
         query = _search_query(request)
         limit, offset = page(request.limit, request.offset)
-        records = await self.store.search_threads(
+        records = await self.threads.search_threads(
             query, limit, offset, owner_filter(context), threads_filter(context)
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
     @translate_errors
     async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
-        count = await self.store.count_threads(
+        count = await self.threads.count_threads(
             _thread_query(request), owner_filter(context), threads_filter(context)
         )
         return admission_pb2.CountThreadsResponse(count=count)
