@@ -56,6 +56,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         self,
         runs: RunStore,
         leases: LeaseStore,
+        removal: ThreadRemoval,
         pool: RunnerPool,
         facts: RunnerFacts,
         settings: Settings,
@@ -64,6 +65,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         self.threads = runs.threads
         self.runs = runs
         self.leases = leases
+        self.removal = removal
         self.log_closer = log_closer
         self.cron_store = CronStore(runs.engine)
         self.clock = clock_for(settings.cron_clock_file)
@@ -274,9 +276,9 @@ async def main() -> None:
     facts = RunnerFacts(
         settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
     )
-    servicer = AdmissionServicer(runs, leases, pool, facts, settings, log_closer)
-    await servicer.assistants.start()
     removal = ThreadRemoval(threads, settings)
+    servicer = AdmissionServicer(runs, leases, removal, pool, facts, settings, log_closer)
+    await servicer.assistants.start()
     scheduler = Scheduler(
         servicer.cron_store,
         servicer.intake.start,

@@ -24,6 +24,7 @@ from waybill.services.admission.thread_queries import (
     THREAD_STATUSES,
     ThreadQuery,
 )
+from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_store import ThreadStore
 from waybill.v1 import admission_pb2
 
@@ -54,6 +55,7 @@ class ThreadRpcs:
     """Mixed into the admission servicer."""
 
     threads: ThreadStore
+    removal: ThreadRemoval
 
     @translate_errors
     async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
@@ -99,7 +101,7 @@ class ThreadRpcs:
 
     @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
-        run_ids = await self.threads.delete_thread(
+        run_ids = await self.removal.delete(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
