@@ -232,7 +232,12 @@ class LeaseStore:
         now = codec.now_utc()
         async with self.engine.begin() as conn:
             row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
-            if row is None or row.epoch != epoch or row.status not in allowed_sources(RUNNING):
+            if (
+                row is None
+                or row.epoch != epoch
+                or row.lease_owner is None  # never claimed: epoch 0 is no runner's
+                or row.status not in allowed_sources(RUNNING)
+            ):
                 return False, "stale"
             if row.cancel_action is not None:
                 await self._end(conn, row, RunStatus.INTERRUPTED, "cancelled before it started")
