@@ -221,3 +221,26 @@ async def test_a_run_out_of_attempts_is_ended_by_its_runner(stores: Stores) -> N
     assert ended.status == RunStatus.ERROR
     assert f"gave up after {MAX_ATTEMPTS} attempts" in ended.stop_reason
     assert await thread_status(stores, run) == ThreadStatus.ERROR
+
+
+async def test_a_run_whose_last_hand_off_never_arrives_is_ended_at_the_next_claim(
+    stores: Stores,
+) -> None:
+    """Its runner never reaches `BeginRun` (the run never reached it): the claim after
+    that ends the run here, instead of handing it out again and again."""
+    run = await admitted(stores)
+    ended_here: list[str] = []
+    stores.leases.on_ended = ended_here.append
+    for _ in range(MAX_ATTEMPTS + 1):  # its attempts, then the hand-off to be ended
+        claimed, _ = await claim(stores)
+        await stores.leases.release_run(run.run_id, claimed.epoch)  # lost on the way
+    assert await stores.leases.claim_next("runner-a", LEASE, MAX_ATTEMPTS) is None
+    ended = await stored(stores, run)
+    assert (ended.status, ended.attempt, ended.lease_owner) == (
+        RunStatus.ERROR,
+        MAX_ATTEMPTS + 1,
+        None,
+    )
+    assert "could not be handed to a runner" in ended.stop_reason
+    assert await thread_status(stores, run) == ThreadStatus.ERROR
+    assert ended_here == [run.run_id]

@@ -16,12 +16,15 @@ writers never both win and a runner holding an old epoch (a zombie) is refused.
 
 Attempts: each claim counts one. A claim past `max_attempts` is leased only for
 its runner to end it (`BeginRun` answers "exhausted"; the runner tells the run's
-readers why).
+readers why). If even that hand-off fails (the run never reaches a runner: too
+large for it, or its runners keep dying on receipt), the next claim ends it
+`error` here, with the reason in its record: a run never loops.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,12 +56,12 @@ RUN_TRANSITIONS: dict[RunStatus, dict[RunStatus, str]] = {
         "leased (epoch + 1) only for its runner to end it",
         RUNNING: "claim (or admit-and-claim): a runner holds its lease, epoch + 1",
         RunStatus.INTERRUPTED: "begin: it was cancelled before it started",
-        RunStatus.ERROR: "begin: out of attempts",
+        RunStatus.ERROR: "begin, or a claim: out of attempts",
     },
     RUNNING: {
         RUNNING: "takeover of an expired lease (epoch + 1); or begin (same epoch)",
         RunStatus.SUCCESS: "finish",
-        RunStatus.ERROR: "finish; or begin: out of attempts",
+        RunStatus.ERROR: "finish; or begin, or a claim: out of attempts",
         RunStatus.TIMEOUT: "finish",
         RunStatus.INTERRUPTED: "finish (cancelled)",
     },
@@ -160,6 +163,9 @@ class LeaseStore:
         self.engine = engine
         self.log_close_grace = log_close_grace  # see log_closes.py
         self.is_postgres = engine.dialect.name == "postgresql"
+        # Told the run's id when a claim ended it (out of attempts): no runner will
+        # report it, and its log is owed a close.
+        self.on_ended: Callable[[str], None] = lambda _run_id: None
 
     async def claim_next(
         self, runner_id: str, lease_seconds: float, max_attempts: int
@@ -169,7 +175,8 @@ class LeaseStore:
         The start barrier is passed here, in the same conditional write, when the
         run may simply start (status `running` in the record returned). A run
         cancelled before it started, or out of attempts, keeps its status: the
-        runner's `BeginRun` ends it without building anything.
+        runner's `BeginRun` ends it without building anything. One whose last
+        such hand-off never reached a runner is ended here (see the docstring).
         Returns (the claimed run, whether it starts now).
         """
         while True:
@@ -179,7 +186,18 @@ class LeaseStore:
                 if run_id is None:
                     return None
                 row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
-                claimed = await self._claim(conn, row, runner_id, lease_seconds, max_attempts)
+                if row.attempt > max_attempts:  # even its hand-off to be ended failed
+                    reason = (
+                        f"gave up after {row.attempt} attempts (at most {max_attempts}): "
+                        "it could not be handed to a runner"
+                    )
+                    ended = await self._end(conn, row, RunStatus.ERROR, reason)
+                    claimed = None
+                else:
+                    ended = False
+                    claimed = await self._claim(conn, row, runner_id, lease_seconds, max_attempts)
+            if ended:
+                self.on_ended(str(run_id))
             if claimed is not None:
                 return claimed
 

@@ -273,6 +273,12 @@ async def main() -> None:
         settings.rpc_timeout_seconds,
     )
     log_closer.start()
+
+    def ended_at_claim(run_id: str) -> None:  # out of attempts: no runner will report it
+        pool.release_ended(run_id)
+        log_closer.owed()
+
+    leases.on_ended = ended_at_claim
     facts = RunnerFacts(
         settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
     )
