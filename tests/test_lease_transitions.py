@@ -25,10 +25,9 @@ from waybill.common.statuses import (
 from waybill.services.admission.leases import (
     RUN_TRANSITIONS,
     LeaseStore,
-    RunEnd,
     allowed_sources,
 )
-from waybill.services.admission.records import RunRecord
+from waybill.services.admission.records import RunEnd, RunRecord
 from waybill.services.admission.run_store import RunStore
 from waybill.services.admission.schema import migrate_to_head
 from waybill.services.admission.tables import threads

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,10 +35,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
 from waybill.common.statuses import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
-from waybill.common.usage import TokenCount, summarize
+from waybill.common.usage import summarize
 from waybill.services.admission.log_closes import owe_close
 from waybill.services.admission.metrics import RUNS_FINISHED
-from waybill.services.admission.records import THREAD_STATUS_AFTER_RUN, RunRecord, run_of
+from waybill.services.admission.records import THREAD_STATUS_AFTER_RUN, RunEnd, RunRecord, run_of
 from waybill.services.admission.tables import runs, threads
 from waybill.services.admission.thread_store import THREAD_STAMP
 from waybill.services.admission.usage_ledger import record_usage
@@ -91,21 +91,6 @@ class Lease:
 
     runner_id: str
     seconds: float
-
-
-@dataclass
-class RunEnd:
-    """A runner's report of how a run ended."""
-
-    run_id: str
-    epoch: int
-    status: str
-    stop_reason: str = ""
-    thread_status: str | None = None
-    values: dict[str, Any] | None = None
-    interrupts: dict[str, Any] | None = None
-    rolled_back: bool = False
-    token_counts: list[TokenCount] = field(default_factory=list)
 
 
 def lease_on_admit(run: RunRecord, lease: Lease) -> None:

@@ -6,9 +6,9 @@ run is created, and it applies them in this order, each with its own error:
 3. secret scan of `metadata` and `config`: 422 naming the path
 4. model allowlist (the built-in lead_agent's model only): 400 naming the
    allowed models; the webhook target: 422
-5. thread access and ownership: 404            (`AdmissionServicer.StartRun`)
+5. thread access and ownership: 404            (`RunIntake.check`, intake.py)
 6. identity injection and sealed secrets        (`admitted_kwargs`)
-7. the checkpoint belongs to the thread: 400/404 (`AdmissionServicer.StartRun`)
+7. the checkpoint belongs to the thread: 400/404 (`RunIntake.check`)
 
 Nothing is written before all of them pass.
 """

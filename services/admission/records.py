@@ -9,6 +9,7 @@ from typing import Any
 from waybill.common import codec
 from waybill.common.identity import LOCAL_USER
 from waybill.common.statuses import CancelAction, RunStatus, ThreadStatus
+from waybill.common.usage import TokenCount
 from waybill.v1 import admission_pb2, common_pb2
 
 CANCEL_ACTIONS: tuple[str, ...] = tuple(CancelAction)
@@ -134,6 +135,21 @@ class RunRecord:
             owner_id=self.owner_id,
             usage_json=codec.dumps(self.usage) if self.usage is not None else b"",
         )
+
+
+@dataclass
+class RunEnd:
+    """A runner's report of how a run ended."""
+
+    run_id: str
+    epoch: int
+    status: str
+    stop_reason: str = ""
+    thread_status: str | None = None
+    values: dict[str, Any] | None = None
+    interrupts: dict[str, Any] | None = None
+    rolled_back: bool = False
+    token_counts: list[TokenCount] = field(default_factory=list)
 
 
 @dataclass

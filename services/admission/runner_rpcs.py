@@ -17,8 +17,9 @@ from waybill.common.statuses import TERMINAL_RUN_STATUSES
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
 from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
-from waybill.services.admission.leases import LeaseStore, RunEnd
+from waybill.services.admission.leases import LeaseStore
 from waybill.services.admission.log_closes import LogCloser
+from waybill.services.admission.records import RunEnd
 from waybill.services.admission.usage_rpcs import token_counts_of
 from waybill.v1 import admission_pb2
 
