@@ -16,8 +16,9 @@ from waybill.common.identity import Principal
 from waybill.common.settings import Settings
 from waybill.common.sql import create_engine
 from waybill.gateway.project_auth import _checked_filter, _normalized
-from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.schema import migrate_to_head
 from waybill.services.admission.thread_queries import ThreadQuery
+from waybill.services.admission.thread_store import ThreadStore
 
 THREADS = {
     "a": {"owner": "alice", "tags": ["red", "blue"], "level": 1},
@@ -32,7 +33,7 @@ IDS = {
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AdmissionStore]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
     if request.param == "postgres":
         with fresh_postgres_database() as url:
             async for opened in _open(Settings(data_dir=tmp_path, database_url=url)):
@@ -42,16 +43,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             yield opened
 
 
-async def _open(settings: Settings) -> AsyncIterator[AdmissionStore]:
-    store = AdmissionStore(create_engine(settings.sqlalchemy_url("admission")))
-    await store.migrate()
+async def _open(settings: Settings) -> AsyncIterator[ThreadStore]:
+    store = ThreadStore(create_engine(settings.sqlalchemy_url("admission")))
+    await migrate_to_head(store.engine)
     for name, metadata in THREADS.items():
         await store.create_thread(IDS[name], metadata, "raise", metadata["owner"])
     yield store
     await store.engine.dispose()
 
 
-async def visible(store: AdmissionStore, auth: dict[str, Any]) -> set[str]:
+async def visible(store: ThreadStore, auth: dict[str, Any]) -> set[str]:
     found = await store.search_threads(ThreadQuery(), 100, 0, auth=auth)
     by_id = {thread_id: name for name, thread_id in IDS.items()}
     return {by_id[record.thread_id] for record in found}
@@ -72,13 +73,13 @@ async def visible(store: AdmissionStore, auth: dict[str, Any]) -> set[str]:
     ],
 )
 async def test_filters_select_in_sql(
-    store: AdmissionStore, auth: dict[str, Any], expected: set[str]
+    store: ThreadStore, auth: dict[str, Any], expected: set[str]
 ) -> None:
     assert await visible(store, auth) == expected
     assert await store.count_threads(ThreadQuery(), auth=auth) == len(expected)
 
 
-async def test_an_excluded_thread_is_not_found_and_not_written(store: AdmissionStore) -> None:
+async def test_an_excluded_thread_is_not_found_and_not_written(store: ThreadStore) -> None:
     alice_only = {"owner": "alice"}
     assert (await store.get_thread(IDS["a"], auth=alice_only)).metadata["owner"] == "alice"
     with pytest.raises(Exception, match="not found"):

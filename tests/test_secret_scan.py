@@ -18,14 +18,13 @@ import pytest
 
 from waybill.common.secret_scan import (
     REDACTED,
-    TOKEN_FORMATS,
     find_secret,
     is_credential_key,
     iter_secrets,
     key_words,
     redact_secrets,
-    token_format_in,
 )
+from waybill.common.token_formats import TOKEN_FORMATS, token_format_in
 
 
 def b64url(data: dict[str, Any]) -> str:

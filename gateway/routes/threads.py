@@ -186,16 +186,12 @@ async def delete_thread(thread_id: UUID, request: Request) -> Response:
 
 
 async def remove_thread(peers: Peers, thread_id: str) -> None:
-    """Its active runs stopped (cancelled, as LangGraph Platform does), the thread
-    record and its runs, then what hangs off them: the runs' events and receipts,
-    the checkpoints and the workspace."""
+    """Its active runs stopped (cancelled, as LangGraph Platform does), then the
+    thread: admission deletes it with its runs and what hangs off them elsewhere
+    (the runs' events and receipts, the checkpoints and the workspace)."""
     await stop_active_runs(peers, thread_id)
-    deleted = await call(  # still refused (409) if a run started meanwhile
+    await call(  # still refused (409) if a run started meanwhile
         peers.admission.DeleteThread(admission_pb2.DeleteThreadRequest(thread_id=thread_id))
-    )
-    await forget_runs(peers, list(deleted.run_ids), thread_id)
-    await call(
-        peers.runner.DeleteThreadState(runner_pb2.DeleteThreadStateRequest(thread_id=thread_id))
     )
 
 

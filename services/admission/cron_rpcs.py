@@ -1,7 +1,7 @@
 """The crons' RPCs: create, read, update, delete, search, count.
 
 A cron's run payload passes every rule of StartRun when the cron is created
-or changed (the same `_checked_run`, on behalf of the caller), so that a cron
+or changed (the same `RunIntake.check`, on behalf of the caller), so that a cron
 that cannot start its run is refused up front, with nothing written; each
 firing then passes them again (see scheduler.py).
 """
@@ -23,6 +23,7 @@ from waybill.common.identity import (
     caller_of,
     owner_filter,
 )
+from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY
 from waybill.services.admission.assistants import AssistantCatalog
 from waybill.services.admission.cron_store import SORT_COLUMNS, CronQuery, CronStore
 from waybill.services.admission.crons import (
@@ -33,17 +34,12 @@ from waybill.services.admission.crons import (
     parse_end_time,
     parse_time_zone,
 )
+from waybill.services.admission.intake import RunIntake
 from waybill.services.admission.policy import SECRETS_KEY
-from waybill.services.admission.records import RunRecord
+from waybill.services.admission.rpc_fields import json_object
 from waybill.services.admission.schedule_clock import SystemClock
+from waybill.services.admission.scheduler import Scheduler
 from waybill.v1 import admission_pb2
-
-
-def _json_object(data: bytes, name: str) -> dict[str, Any]:
-    value = codec.loads(data, {})
-    if not isinstance(value, dict):
-        raise invalid(f"{name} must be a JSON object.")
-    return value
 
 
 def _no_sealed_secrets(kwargs: dict[str, Any]) -> None:
@@ -84,22 +80,17 @@ def _probe(cron: CronRecord) -> admission_pb2.StartRunRequest:
 
 
 class CronRpcs:
-    """Mixed into the admission servicer, which provides the run rules."""
+    """Mixed into the admission servicer."""
 
     cron_store: CronStore
     clock: SystemClock
     assistants: AssistantCatalog
-
-    async def _checked_run(
-        self,
-        request: admission_pb2.StartRunRequest,
-        caller: Principal | None,
-        filters: dict[str, dict[str, Any]] | None = None,
-    ) -> tuple[RunRecord, str | None]:
-        raise NotImplementedError  # the servicer's
+    intake: RunIntake
+    scheduler: Scheduler | None
 
     def _wake_scheduler(self) -> None:
-        raise NotImplementedError  # the servicer's
+        if self.scheduler is not None:
+            self.scheduler.wake()
 
     async def _checked(self, cron: CronRecord, caller: Principal | None, context: Any) -> None:
         """Every StartRun rule on the payload, for the caller (and the project's auth
@@ -111,7 +102,7 @@ class CronRpcs:
         if await self.assistants.find(cron.assistant_id) is None:
             # LangGraph Platform: 404 for a cron's unknown assistant, a graph's name included.
             raise not_found(f"Assistant '{cron.assistant_id}' not found.")
-        run, _ = await self._checked_run(_probe(cron), caller, auth_filters(context))
+        run, _ = await self.intake.check(_probe(cron), caller, auth_filters(context))
         cron.assistant_id = run.assistant_id
 
     @translate_errors
@@ -134,9 +125,11 @@ class CronRpcs:
             end_time=schedule.end_time,
             enabled=enabled,
             on_run_completed=_on_run_completed(request.on_run_completed, thread_id),
-            kwargs=_json_object(request.kwargs_json, "kwargs"),
-            metadata=_json_object(request.metadata_json, "metadata"),
-            multitask_strategy=codec.MULTITASK_NAMES.get(request.multitask_strategy, "enqueue"),
+            kwargs=json_object(request.kwargs_json, "kwargs"),
+            metadata=json_object(request.metadata_json, "metadata"),
+            multitask_strategy=codec.MULTITASK_NAMES.get(
+                request.multitask_strategy, DEFAULT_MULTITASK_STRATEGY
+            ),
             next_run_at=schedule.next_after(now),
             created_at=stamp,
             updated_at=stamp,
@@ -162,9 +155,9 @@ class CronRpcs:
         if request.HasField("on_run_completed"):
             cron.on_run_completed = _on_run_completed(request.on_run_completed, cron.thread_id)
         if request.kwargs_json:
-            cron.kwargs = {**cron.kwargs, **_json_object(request.kwargs_json, "kwargs")}
+            cron.kwargs = {**cron.kwargs, **json_object(request.kwargs_json, "kwargs")}
         if request.metadata_json:
-            cron.metadata = _json_object(request.metadata_json, "metadata")
+            cron.metadata = json_object(request.metadata_json, "metadata")
         if timing_changed:
             cron.next_run_at = cron.timing.next_after(now)
         cron.updated_at = codec.now_utc()
@@ -229,7 +222,7 @@ class CronRpcs:
             assistant_id=assistant_id,
             thread_id=request.thread_id,
             enabled=request.enabled if request.HasField("enabled") else None,
-            metadata=_json_object(request.metadata_json, "metadata"),
+            metadata=json_object(request.metadata_json, "metadata"),
         )
 
 

@@ -18,10 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
 from waybill.common.errors import not_found
+from waybill.common.statuses import ACTIVE_RUN_STATUSES
 from waybill.services.admission.auth_filters import matches
 from waybill.services.admission.crons import CronRecord
 from waybill.services.admission.json_filters import contains
-from waybill.services.admission.records import ACTIVE_STATUSES
 from waybill.services.admission.tables import cron_firings, crons, runs
 from waybill.services.admission.wakeups import crons_payload, notify
 
@@ -318,7 +318,7 @@ class CronStore:
             status = (
                 await conn.execute(select(runs.c.status).where(runs.c.run_id == run_id))
             ).scalar()
-        return status in ACTIVE_STATUSES
+        return status in ACTIVE_RUN_STATUSES
 
     async def ended_threads_to_delete(self, limit: int = 50) -> list[tuple[str, str, datetime]]:
         """(cron_id, thread_id, due_at) of fresh threads whose run has ended and
@@ -328,7 +328,7 @@ class CronStore:
             .join(runs, runs.c.run_id == cron_firings.c.run_id, isouter=True)
             .where(
                 cron_firings.c.thread_cleanup == "pending",
-                and_(runs.c.status.is_(None) | runs.c.status.not_in(ACTIVE_STATUSES)),
+                and_(runs.c.status.is_(None) | runs.c.status.not_in(ACTIVE_RUN_STATUSES)),
             )
             .limit(limit)
         )

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from waybill.common import codec
 from waybill.common.background import DUE_MARGIN_SECONDS, BackgroundLoop, seconds_until
 from waybill.services.admission import metrics
+from waybill.services.admission.leases import LeaseStore
 from waybill.services.admission.records import RunRecord
-from waybill.services.admission.store import AdmissionStore
 from waybill.v1 import admission_pb2
 
 log = logging.getLogger("waybill.admission.dispatch")
@@ -42,7 +42,7 @@ class RunnerConnection:
 class RunnerPool:
     def __init__(
         self,
-        store: AdmissionStore,
+        store: LeaseStore,
         lease_seconds: float,
         max_attempts: int,
         retry_seconds: float = 0.5,

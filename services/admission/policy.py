@@ -6,9 +6,9 @@ run is created, and it applies them in this order, each with its own error:
 3. secret scan of `metadata` and `config`: 422 naming the path
 4. model allowlist (the built-in lead_agent's model only): 400 naming the
    allowed models; the webhook target: 422
-5. thread access and ownership: 404            (`AdmissionServicer.StartRun`)
+5. thread access and ownership: 404            (`RunIntake.check`, intake.py)
 6. identity injection and sealed secrets        (`admitted_kwargs`)
-7. the checkpoint belongs to the thread: 400/404 (`AdmissionServicer.StartRun`)
+7. the checkpoint belongs to the thread: 400/404 (`RunIntake.check`)
 
 Nothing is written before all of them pass.
 """
@@ -26,6 +26,7 @@ from waybill.common.identity import Principal
 from waybill.common.sealed import seal
 from waybill.common.secret_scan import refuse_secrets
 from waybill.common.settings import Settings
+from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
 from waybill.common.webhook_targets import WebhookTargetRefused, check_webhook_url
 from waybill.services.admission.assistants import with_assistant_defaults
 from waybill.services.admission.records import (
@@ -34,7 +35,7 @@ from waybill.services.admission.records import (
     AssistantRecord,
     RunRecord,
 )
-from waybill.v1 import admission_pb2, common_pb2
+from waybill.v1 import admission_pb2
 
 # Waybill's identity keys: set in `context` by the server from the authenticated
 # caller when the graph's context schema declares them (the built-in lead_agent
@@ -112,9 +113,7 @@ def build_run(
     """Checks 1-4 of a StartRun request for `assistant` (resolved from its id);
     returns the pending record to insert, with the assistant's defaults merged in.
     `allowed_models` is None for a graph whose model choice is not Waybill's."""
-    strategy = codec.MULTITASK_NAMES.get(
-        request.multitask_strategy or common_pb2.MULTITASK_STRATEGY_ENQUEUE, "enqueue"
-    )
+    strategy = codec.MULTITASK_NAMES.get(request.multitask_strategy, DEFAULT_MULTITASK_STRATEGY)
     check_cancel_permission(strategy, caller)
     if not codec.is_uuid(request.thread_id):
         raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
@@ -136,7 +135,7 @@ def build_run(
         thread_id=request.thread_id,
         assistant_id=assistant.assistant_id,
         graph_id=assistant.graph_id,
-        status="pending",
+        status=RunStatus.PENDING,
         multitask_strategy=strategy,
         metadata=metadata,
         kwargs=kwargs,

@@ -8,37 +8,61 @@ from typing import Any
 
 from waybill.common import codec
 from waybill.common.identity import LOCAL_USER
+from waybill.common.statuses import CancelAction, RunStatus, ThreadStatus
+from waybill.common.usage import TokenCount
 from waybill.v1 import admission_pb2, common_pb2
 
-ACTIVE_STATUSES = ("pending", "running")
-TERMINAL_STATUSES = ("success", "error", "timeout", "interrupted")
-
-# Which status a run may move to from which. Every status write in
-# `AdmissionStore` uses this table as its WHERE clause.
-RUN_TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "pending": ("running", "interrupted", "error"),
-    # running -> running is a takeover: a new epoch for another runner.
-    "running": ("running", "success", "error", "timeout", "interrupted"),
-}
-
-CANCEL_ACTIONS = ("interrupt", "rollback")
+CANCEL_ACTIONS: tuple[str, ...] = tuple(CancelAction)
 
 # Who owns what was created with auth off, or by a service on nobody's behalf.
 LOCAL_OWNER = LOCAL_USER.user_id
 
 
-def allowed_sources(target: str) -> list[str]:
-    """The statuses a run may be in for a write of `target` to succeed."""
-    return [source for source, targets in RUN_TRANSITIONS.items() if target in targets]
-
-
 # The thread's status after its run ends this way (when the runner does not say).
 THREAD_STATUS_AFTER_RUN = {
-    "success": "idle",
-    "error": "error",
-    "timeout": "error",
-    "interrupted": "interrupted",
+    RunStatus.SUCCESS: ThreadStatus.IDLE,
+    RunStatus.ERROR: ThreadStatus.ERROR,
+    RunStatus.TIMEOUT: ThreadStatus.ERROR,
+    RunStatus.INTERRUPTED: ThreadStatus.INTERRUPTED,
 }
+
+
+def thread_of(row: Any) -> ThreadRecord:
+    """A `threads` row (with its live status) as a record."""
+    return ThreadRecord(
+        thread_id=row.thread_id,
+        metadata=row.metadata or {},
+        status=row.status,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        values=row.values,
+        interrupts=row.interrupts,
+        owner_id=row.owner_id,
+    )
+
+
+def run_of(row: Any) -> RunRecord:
+    """A `runs` row as a record."""
+    return RunRecord(
+        run_id=row.run_id,
+        thread_id=row.thread_id,
+        assistant_id=row.assistant_id,
+        graph_id=row.graph_id,
+        status=row.status,
+        multitask_strategy=row.multitask_strategy,
+        metadata=row.metadata or {},
+        kwargs=row.kwargs or {},
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        epoch=row.epoch,
+        attempt=row.attempt,
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        stop_reason=row.stop_reason,
+        cancel_action=row.cancel_action,
+        owner_id=row.owner_id,
+        usage=row.usage,
+    )
 
 
 @dataclass
@@ -111,6 +135,21 @@ class RunRecord:
             owner_id=self.owner_id,
             usage_json=codec.dumps(self.usage) if self.usage is not None else b"",
         )
+
+
+@dataclass
+class RunEnd:
+    """A runner's report of how a run ended."""
+
+    run_id: str
+    epoch: int
+    status: str
+    stop_reason: str = ""
+    thread_status: str | None = None
+    values: dict[str, Any] | None = None
+    interrupts: dict[str, Any] | None = None
+    rolled_back: bool = False
+    token_counts: list[TokenCount] = field(default_factory=list)
 
 
 @dataclass

@@ -37,14 +37,15 @@ from waybill.common.identity import Principal
 from waybill.common.statuses import MultitaskStrategy
 from waybill.services.admission.cron_store import CronStore
 from waybill.services.admission.crons import CronRecord
+from waybill.services.admission.records import RunRecord
 from waybill.services.admission.schedule_clock import SystemClock
-from waybill.v1 import admission_pb2, common_pb2
+from waybill.v1 import admission_pb2
 
 log = logging.getLogger("waybill.admission.scheduler")
 
 MISSED_POLICIES = ("skip", "catch_up")
 
-StartRun = Callable[[admission_pb2.StartRunRequest, Principal], Awaitable[common_pb2.Run]]
+StartRun = Callable[[admission_pb2.StartRunRequest, Principal], Awaitable[RunRecord]]
 RemoveThread = Callable[[str], Awaitable[None]]
 
 

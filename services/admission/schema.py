@@ -3,13 +3,23 @@ at start (it never migrates by itself)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from waybill.common.schema import Schema
 from waybill.common.settings import Settings
-from waybill.services.admission.store import MIGRATIONS
+from waybill.common.sql import migrate
 
+MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA = Schema("admission", MIGRATIONS)
 
 
 async def upgrade(settings: Settings) -> str:
     """Bring the admission tables to this build's head; return that revision."""
     return await SCHEMA.upgrade_to_head(settings.engine(settings.sqlalchemy_url("admission")))
+
+
+async def migrate_to_head(engine: AsyncEngine) -> None:
+    """Create or upgrade the admission tables on `engine` (tests, and embedded use)."""
+    await migrate(engine, MIGRATIONS, "admission")

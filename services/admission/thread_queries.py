@@ -29,10 +29,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import KeyedColumnElement
 
 from waybill.common import codec
-from waybill.services.admission.records import ACTIVE_STATUSES
+from waybill.common.statuses import ACTIVE_RUN_STATUSES, ThreadStatus
 from waybill.services.admission.tables import runs, threads
 
-THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+THREAD_STATUSES: tuple[str, ...] = tuple(ThreadStatus)
 SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
 SORT_ORDERS = ("asc", "desc")
 SQLITE_CONTAINS = "waybill_json_contains"
@@ -53,13 +53,13 @@ class ThreadQuery:
 def has_active_run() -> ColumnElement[bool]:
     """Whether the thread has a run pending or running."""
     return exists().where(
-        runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(ACTIVE_STATUSES)
+        runs.c.thread_id == threads.c.thread_id, runs.c.status.in_(ACTIVE_RUN_STATUSES)
     )
 
 
 def live_status() -> ColumnElement[Any]:
     """The thread's status as clients see it (see the module's docstring)."""
-    return case((has_active_run(), "busy"), else_=threads.c.status)
+    return case((has_active_run(), ThreadStatus.BUSY.value), else_=threads.c.status)
 
 
 def thread_columns() -> list[KeyedColumnElement[Any]]:

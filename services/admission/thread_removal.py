@@ -1,7 +1,9 @@
-"""Deleting a thread and what hangs off it, as `DELETE /threads/{id}` does: the
-thread and its runs here, their events (journal) and receipts (delivery), its
-checkpoints and workspace (runner). Used for a cron's fresh threads when the
-cron says `on_run_completed: delete`."""
+"""Deleting a thread and what hangs off it: the thread and its runs here, their
+events (journal) and receipts (delivery), its checkpoints and workspace (runner).
+
+Admission owns the whole cascade: `DELETE /threads/{id}` is one `DeleteThread`
+call, and a cron's fresh thread (`on_run_completed: delete`) and an expired one
+(`checkpointer.ttl`) go the same way."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import grpc
 from waybill.common.errors import ServiceError
 from waybill.common.grpc_channels import PeerChannels
 from waybill.common.settings import Settings
-from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.thread_store import Filter, ThreadStore
 from waybill.v1 import (
     delivery_pb2,
     delivery_pb2_grpc,
@@ -22,7 +24,7 @@ from waybill.v1 import (
 
 
 class ThreadRemoval:
-    def __init__(self, store: AdmissionStore, settings: Settings) -> None:
+    def __init__(self, store: ThreadStore, settings: Settings) -> None:
         self.store = store
         self.timeout = settings.rpc_timeout_seconds
         self.channels = PeerChannels(settings)
@@ -33,14 +35,26 @@ class ThreadRemoval:
     async def close(self) -> None:
         await self.channels.close()
 
+    async def delete(
+        self, thread_id: str, owner: str | None = None, auth: Filter = None
+    ) -> list[str]:
+        """Delete the thread, if `owner` may (404 if not, 409 while a run is active),
+        and everything of it the other services hold. Returns its runs' ids."""
+        run_ids = await self.store.delete_thread(thread_id, owner, auth)
+        await self._forget(thread_id, run_ids)
+        return run_ids
+
     async def remove(self, thread_id: str) -> None:
-        """Delete the thread; one already gone counts as done."""
-        run_ids: list[str] = []
+        """Delete the thread on nobody's behalf; one already gone counts as done
+        (what the other services still hold of it is forgotten all the same)."""
         try:
-            run_ids = await self.store.delete_thread(thread_id)
+            await self.delete(thread_id)
         except ServiceError as error:
             if error.code != grpc.StatusCode.NOT_FOUND:
                 raise  # e.g. someone started another run on it: it stays
+            await self._forget(thread_id, [])
+
+    async def _forget(self, thread_id: str, run_ids: list[str]) -> None:
         if run_ids:
             await self.journal.Forget(
                 journal_pb2.ForgetRequest(run_ids=run_ids), timeout=self.timeout

@@ -23,7 +23,7 @@ from waybill.common import codec
 from waybill.common.errors import ServiceError
 from waybill.common.project import ProjectError
 from waybill.common.settings import Settings
-from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.thread_store import ThreadStore
 
 log = logging.getLogger("waybill.admission.thread_ttl")
 
@@ -85,7 +85,7 @@ def _positive(raw: dict[str, Any], key: str, default: float | None) -> float | N
 
 class ThreadSweeper:
     def __init__(
-        self, store: AdmissionStore, remove: Callable[[str], Awaitable[None]], ttl: ThreadTTL
+        self, store: ThreadStore, remove: Callable[[str], Awaitable[None]], ttl: ThreadTTL
     ) -> None:
         self.store = store
         self.remove = remove

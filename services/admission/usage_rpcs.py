@@ -11,7 +11,7 @@ from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
 from waybill.common.identity import Principal
 from waybill.common.usage import SOURCES, TokenCount
-from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.thread_store import ThreadStore
 from waybill.services.admission.usage_ledger import summed_usage
 from waybill.v1 import admission_pb2
 
@@ -53,7 +53,7 @@ def _owner_asked(request: admission_pb2.GetTokenUsageRequest, caller: Principal 
 
 
 async def token_usage(
-    store: AdmissionStore,
+    store: ThreadStore,
     request: admission_pb2.GetTokenUsageRequest,
     caller: Principal | None,
     auth: dict[str, Any] | None = None,

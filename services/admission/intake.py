@@ -1,0 +1,198 @@
+"""Run intake: the one path by which a run is created.
+
+`StartRun`, `StartRuns`, a cron's creation (its payload is checked as a run
+would be) and each cron firing all come through here:
+
+1. idempotency: a retry with a live key gets the run it created, and nothing starts;
+2. every rule of `policy.py`, in its order, with nothing written;
+3. the atomic insert (the multitask strategy decided under the thread's lock,
+   see `run_store.py`), claiming the run at once for a free runner connected here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from waybill.common.errors import ServiceError, busy, refused
+from waybill.common.identity import LOCAL_USER, Principal
+from waybill.common.sealed import SecretsUnavailable, secrets_key
+from waybill.common.settings import BUILTIN_GRAPHS, Settings
+from waybill.common.tracing import run_span
+from waybill.services.admission import metrics
+from waybill.services.admission.assistants import AssistantCatalog
+from waybill.services.admission.dispatch import RunnerPool
+from waybill.services.admission.idempotency import (
+    IdempotencyKey,
+    KeyedRun,
+    key_for,
+    replayed_run_id,
+)
+from waybill.services.admission.leases import Lease
+from waybill.services.admission.policy import (
+    SECRETS_KEY,
+    admitted_kwargs,
+    auth_user_of,
+    build_run,
+    check_webhook,
+    identity_of,
+    requested_checkpoint,
+)
+from waybill.services.admission.records import RunRecord
+from waybill.services.admission.run_store import RunStore
+from waybill.services.admission.runner_facts import RunnerFacts
+from waybill.v1 import admission_pb2
+
+# The project's auth filters by resource ("threads", "assistants"); None: no filter.
+Filters = dict[str, dict[str, Any]] | None
+
+
+class RunIntake:
+    def __init__(
+        self,
+        runs: RunStore,
+        pool: RunnerPool,
+        facts: RunnerFacts,
+        assistants: AssistantCatalog,
+        settings: Settings,
+    ) -> None:
+        self.runs = runs
+        self.pool = pool
+        self.facts = facts
+        self.assistants = assistants
+        self.settings = settings
+        self.allowed_models = [model.name for model in settings.models()]
+        # The graphs whose model choice is Waybill's: the built-in lead_agent
+        # (unless a project serves a graph of its own under that name).
+        self.model_graphs = {
+            graph_id
+            for graph_id, spec in settings.graph_specs().items()
+            if spec.target == BUILTIN_GRAPHS["lead_agent"]
+        }
+
+    async def start(
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        filters: Filters = None,
+    ) -> RunRecord:
+        """StartRun's whole path (idempotency, every rule, the admit) for `caller`:
+        an HTTP request's principal, or a cron's owner when it fires."""
+        user = caller.user_id if caller else LOCAL_USER.user_id
+        key = key_for(request, user, self.settings.idempotency_seconds)
+        if key is not None:  # a retry gets the run it created, and nothing starts
+            found = await self.runs.keyed_run(key)
+            if found is not None:
+                return await self._replay(key, found)
+        run, owner = await self.check(request, caller, filters)
+        try:
+            await self._admit(
+                run, request.if_not_exists, owner, key, (filters or {}).get("threads")
+            )
+        except IntegrityError as error:
+            found = await self.runs.keyed_run(key) if key else None
+            if key is not None and found is not None:
+                return await self._replay(key, found)  # a twin with the same key won the race
+            raise busy(
+                f"Thread {run.thread_id} changed under this request (created or started "
+                "concurrently); retry it."
+            ) from error
+        return run
+
+    async def start_many(
+        self,
+        requests: Sequence[admission_pb2.StartRunRequest],
+        caller: Principal | None,
+        filters: Filters = None,
+    ) -> list[RunRecord]:
+        """Every request is checked before any run is stored: a bad one writes nothing."""
+        checked = []
+        for index, one in enumerate(requests):
+            try:
+                checked.append((await self.check(one, caller, filters), one))
+            except ServiceError as error:
+                raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
+        threads_filter = (filters or {}).get("threads")
+        for (run, owner), one in checked:
+            await self._admit(run, one.if_not_exists, owner, None, threads_filter)
+        return [run for (run, _), _ in checked]
+
+    async def check(
+        self,
+        request: admission_pb2.StartRunRequest,
+        caller: Principal | None,
+        filters: Filters = None,
+    ) -> tuple[RunRecord, str | None]:
+        """Every rule of `policy.py`, in its order; nothing is written.
+        Returns the run to store and the owner its caller is confined to."""
+        owner = caller.owner_filter if caller else None
+        filters = filters or {}
+        assistant = await self.assistants.resolve_for_run(
+            request.assistant_id, filters.get("assistants"), owner
+        )
+        allowed_models = self.allowed_models if assistant.graph_id in self.model_graphs else None
+        run = build_run(request, assistant, allowed_models, caller)  # checks 1-4
+        await check_webhook(run.kwargs, self.settings)  # check 4, the webhook's target
+        if_not_exists = request.if_not_exists or "reject"
+        thread = await self.runs.threads.thread_for_run(
+            run.thread_id, owner, if_not_exists, filters.get("threads")
+        )  # 5
+        owner_id = thread.owner_id if thread else run.owner_id
+        identity = identity_of(caller, owner_id)
+        run.kwargs = admitted_kwargs(  # check 6
+            run.kwargs,
+            await self.facts.context_keys(run.graph_id),
+            identity,
+            auth_user_of(caller, identity),
+            self._secrets_key(run.kwargs),
+        )
+        checkpoint_id = requested_checkpoint(run.kwargs, run.thread_id)  # check 7
+        if checkpoint_id:
+            graph_id = str(thread.metadata.get("graph_id") or "") if thread else ""
+            await self.facts.require_checkpoint(run.thread_id, graph_id, checkpoint_id)
+        return run, owner
+
+    async def _replay(self, key: IdempotencyKey, found: KeyedRun) -> RunRecord:
+        return await self.runs.get_run(found.thread_id, replayed_run_id(key, found))
+
+    async def _admit(
+        self,
+        run: RunRecord,
+        if_not_exists: str,
+        owner: str | None,
+        key: IdempotencyKey | None,
+        auth: dict[str, Any] | None = None,
+    ) -> None:
+        """Store a checked run; claim it for a free runner here at once when it may start."""
+        runner = self.pool.reserve_slot(run.run_id)
+        lease = Lease(runner.runner_id, self.pool.lease_seconds) if runner else None
+        claimed = False
+        try:
+            with run_span("admission.admit", run.run_id, run.thread_id, run.owner_id):
+                await self.runs.admit_run(run, if_not_exists or "reject", lease, owner, key, auth)
+            claimed = runner is not None and run.lease_owner is not None
+        finally:
+            if runner is not None and not claimed:
+                self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
+        metrics.RUNS_ADMITTED.inc()
+        if run.lease_owner is not None:  # admitted and started in one write
+            metrics.RUNS_STARTED.inc()
+            metrics.QUEUE_WAIT.observe(0.0)
+        if claimed and runner is not None:
+            self.pool.assign(runner, run, start_now=True)
+            self.pool.leased_at_admit()  # its lease may need the loop's expiry timer
+        else:
+            self.pool.wake()  # a waiting run needs a claim; a delayed one, the start timer
+        for run_id, action in run.displaced:  # interrupt / rollback strategies
+            self.pool.send_cancel(run_id, action)
+
+    def _secrets_key(self, kwargs: dict[str, Any]) -> bytes | None:
+        context = kwargs.get("context")
+        if not isinstance(context, dict) or SECRETS_KEY not in context:
+            return None
+        try:
+            return secrets_key(self.settings)
+        except SecretsUnavailable as error:
+            raise refused(str(error)) from error
