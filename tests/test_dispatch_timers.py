@@ -10,6 +10,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,19 +22,29 @@ from waybill.common.settings import Settings
 from waybill.common.sql import create_engine
 from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
 from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
+from waybill.services.admission.leases import Lease, LeaseStore
 from waybill.services.admission.records import RunRecord
-from waybill.services.admission.store import AdmissionStore, Lease
+from waybill.services.admission.run_store import RunStore
+from waybill.services.admission.schema import migrate_to_head
+from waybill.services.admission.thread_store import ThreadStore
 from waybill.v1 import admission_pb2
 
 pytestmark = pytest.mark.timeout(60)
 
 
+@dataclass
+class Stores:
+    runs: RunStore  # where runs are admitted
+    leases: LeaseStore  # what the dispatcher claims from
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[AdmissionStore]:
-    opened = AdmissionStore(create_engine(Settings(data_dir=tmp_path).sqlalchemy_url("admission")))
-    await opened.migrate()
-    yield opened
-    await opened.engine.dispose()
+async def store(tmp_path: Path) -> AsyncIterator[Stores]:
+    engine = create_engine(Settings(data_dir=tmp_path).sqlalchemy_url("admission"))
+    threads = ThreadStore(engine)  # first: it registers SQLite's functions per connection
+    await migrate_to_head(engine)
+    yield Stores(RunStore(threads), LeaseStore(engine, 0.0))
+    await engine.dispose()
 
 
 @pytest.fixture
@@ -45,8 +56,8 @@ async def pools() -> AsyncIterator[list[RunnerPool]]:
         await pool.stop()
 
 
-def started_pool(pools: list[RunnerPool], store: AdmissionStore, lease: float) -> RunnerPool:
-    pool = RunnerPool(store, lease_seconds=lease, max_attempts=3)
+def started_pool(pools: list[RunnerPool], store: Stores, lease: float) -> RunnerPool:
+    pool = RunnerPool(store.leases, lease_seconds=lease, max_attempts=3)
     pool.start()
     pools.append(pool)
     return pool
@@ -69,9 +80,9 @@ def a_run(after_seconds: float = 0.0) -> RunRecord:
 
 
 async def admitted(
-    store: AdmissionStore, after_seconds: float = 0.0, lease: Lease | None = None
+    store: Stores, after_seconds: float = 0.0, lease: Lease | None = None
 ) -> RunRecord:
-    return await store.admit_run(a_run(after_seconds), "create", lease=lease)
+    return await store.runs.admit_run(a_run(after_seconds), "create", lease=lease)
 
 
 async def next_run_for(runner: RunnerConnection, seconds: float) -> admission_pb2.WorkAssignment:
@@ -93,15 +104,15 @@ async def until_asleep(pool: RunnerPool) -> None:
 # ---- the timer a pass chooses ---------------------------------------------------------
 
 
-async def test_with_nothing_leased_or_delayed_there_is_no_timer(store: AdmissionStore) -> None:
-    pool = RunnerPool(store, lease_seconds=30.0, max_attempts=3)
+async def test_with_nothing_leased_or_delayed_there_is_no_timer(store: Stores) -> None:
+    pool = RunnerPool(store.leases, lease_seconds=30.0, max_attempts=3)
     assert await pool.seconds_to_next_timer() is None
     await admitted(store)  # due now: a claim's business, not a timer's
     assert await pool.seconds_to_next_timer() is None
 
 
-async def test_the_timer_is_the_earliest_delayed_start(store: AdmissionStore) -> None:
-    pool = RunnerPool(store, lease_seconds=30.0, max_attempts=3)
+async def test_the_timer_is_the_earliest_delayed_start(store: Stores) -> None:
+    pool = RunnerPool(store.leases, lease_seconds=30.0, max_attempts=3)
     await admitted(store, after_seconds=20.0)
     await admitted(store, after_seconds=8.0)
     seconds = await pool.seconds_to_next_timer()
@@ -109,8 +120,8 @@ async def test_the_timer_is_the_earliest_delayed_start(store: AdmissionStore) ->
     assert 7.5 < seconds <= 8.0 + DUE_MARGIN_SECONDS
 
 
-async def test_the_timer_is_the_earliest_lease_expiry(store: AdmissionStore) -> None:
-    pool = RunnerPool(store, lease_seconds=30.0, max_attempts=3)
+async def test_the_timer_is_the_earliest_lease_expiry(store: Stores) -> None:
+    pool = RunnerPool(store.leases, lease_seconds=30.0, max_attempts=3)
     await admitted(store, after_seconds=20.0)
     await admitted(store, lease=Lease("runner-a", 6.0))
     seconds = await pool.seconds_to_next_timer()
@@ -118,8 +129,8 @@ async def test_the_timer_is_the_earliest_lease_expiry(store: AdmissionStore) -> 
     assert 5.5 < seconds <= 6.0 + DUE_MARGIN_SECONDS
 
 
-async def test_a_lease_already_expired_makes_the_timer_the_margin(store: AdmissionStore) -> None:
-    pool = RunnerPool(store, lease_seconds=30.0, max_attempts=3)
+async def test_a_lease_already_expired_makes_the_timer_the_margin(store: Stores) -> None:
+    pool = RunnerPool(store.leases, lease_seconds=30.0, max_attempts=3)
     await admitted(store, lease=Lease("runner-a", 0.01))
     await asyncio.sleep(0.05)
     assert await pool.seconds_to_next_timer() == DUE_MARGIN_SECONDS
@@ -129,7 +140,7 @@ async def test_a_lease_already_expired_makes_the_timer_the_margin(store: Admissi
 
 
 async def test_a_delayed_run_reaches_a_runner_at_its_start_time(
-    store: AdmissionStore, pools: list[RunnerPool]
+    store: Stores, pools: list[RunnerPool]
 ) -> None:
     pool = started_pool(pools, store, lease=30.0)
     runner = pool.connect("runner-a", 2)
@@ -144,7 +155,7 @@ async def test_a_delayed_run_reaches_a_runner_at_its_start_time(
 
 
 async def test_an_expired_lease_is_taken_over_on_time_by_another_runner(
-    store: AdmissionStore, pools: list[RunnerPool]
+    store: Stores, pools: list[RunnerPool]
 ) -> None:
     pool = started_pool(pools, store, lease=0.8)
     first = pool.connect("runner-a", 1)
@@ -161,9 +172,7 @@ async def test_an_expired_lease_is_taken_over_on_time_by_another_runner(
     assert 0.7 <= waited < 2.5, f"taken over after {waited:.2f}s, lease 0.8s"
 
 
-async def test_a_renewed_lease_moves_the_timer_on(
-    store: AdmissionStore, pools: list[RunnerPool]
-) -> None:
+async def test_a_renewed_lease_moves_the_timer_on(store: Stores, pools: list[RunnerPool]) -> None:
     pool = started_pool(pools, store, lease=0.8)
     first = pool.connect("runner-a", 1)
     await admitted(store)
@@ -179,7 +188,7 @@ async def test_a_renewed_lease_moves_the_timer_on(
 
 
 async def test_a_run_leased_at_admit_sets_an_alarm_and_no_pass(
-    store: AdmissionStore, pools: list[RunnerPool]
+    store: Stores, pools: list[RunnerPool]
 ) -> None:
     pool = started_pool(pools, store, lease=0.8)
     runner = pool.connect("runner-a", 2)
@@ -187,7 +196,7 @@ async def test_a_run_leased_at_admit_sets_an_alarm_and_no_pass(
     assert pool.loop.wakes_at is None  # nothing leased or delayed: it sleeps until woken
     run = a_run()
     assert pool.reserve_slot(run.run_id) is runner
-    await store.admit_run(run, "create", lease=Lease(runner.runner_id, pool.lease_seconds))
+    await store.runs.admit_run(run, "create", lease=Lease(runner.runner_id, pool.lease_seconds))
     leased_at = time.monotonic()
     pool.leased_at_admit()
     assert not pool.loop.in_pass, "a run claimed at admit cost a dispatch pass"
@@ -203,7 +212,7 @@ async def test_a_run_leased_at_admit_sets_an_alarm_and_no_pass(
 
 
 async def test_a_run_leased_at_admit_during_a_pass_makes_another_pass(
-    store: AdmissionStore, pools: list[RunnerPool]
+    store: Stores, pools: list[RunnerPool]
 ) -> None:
     """A pass may have read the timers before the admit committed: it must not
     sleep past the new lease's expiry."""
@@ -230,7 +239,7 @@ async def test_a_run_leased_at_admit_during_a_pass_makes_another_pass(
     await in_pass.wait()
     run = a_run()
     pool.reserve_slot(run.run_id)
-    await store.admit_run(run, "create", lease=Lease(runner.runner_id, pool.lease_seconds))
+    await store.runs.admit_run(run, "create", lease=Lease(runner.runner_id, pool.lease_seconds))
     pool.leased_at_admit()
     finish_pass.set()
     taken = await next_run_for(runner, seconds=5.0)
