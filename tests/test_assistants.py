@@ -14,7 +14,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from tests.test_runs import says
+from tests.helpers import says
 from waybill.common.codec import system_assistant_id
 
 SYSTEM_GRAPHS = {"lead_agent", "nested", "approval", "memory", "configured", "whoami"}

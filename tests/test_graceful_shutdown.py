@@ -17,9 +17,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import parse_sse, says
 from tests.stacks import running_stack, stack_env, start_second_gateway, wait_until
-from tests.test_runs import says
-from tests.test_streaming import parse_sse
 from waybill.common.launch import grpc_serving
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 

@@ -20,8 +20,8 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from tests.helpers import says, start_slow_tool, wait_for_status
 from tests.stacks import free_port, metrics_url, running_stack, scrape, stack_env, wait_until
-from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.webhook_receiver import WebhookReceiver
 from waybill.common.launch import Stack
 from waybill.common.logs import redact
@@ -112,10 +112,6 @@ async def sdk(observed: Observed) -> AsyncIterator[LangGraphClient]:
         yield client
     finally:
         await client.aclose()
-
-
-def says(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
 
 
 def scrape_all(stack: Stack) -> dict[str, dict[str, float]]:

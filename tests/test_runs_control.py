@@ -12,8 +12,7 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import poll_until_done, says
+from tests.helpers import poll_until_done, says, start_slow_tool, wait_for_status
 
 
 def moment(stamp: str) -> datetime:

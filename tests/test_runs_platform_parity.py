@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import after_its_end, says
+from tests.helpers import after_its_end, says, start_slow_tool, wait_for_status
 from waybill.common.launch import Stack
 
 ALIEN = {"messages": [{"role": "alien", "content": "x"}]}

@@ -20,8 +20,8 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from langgraph_sdk import get_client
 
+from tests.helpers import says
 from tests.stacks import running_stack, stack_env
-from tests.test_runs import says
 from waybill.common.launch import Stack
 
 SERVICES = ("admission", "runner", "journal", "delivery")

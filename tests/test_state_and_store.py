@@ -8,7 +8,7 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_runs import says
+from tests.helpers import says
 
 
 async def test_read_a_past_checkpoint(client: LangGraphClient, http: httpx.AsyncClient) -> None:
