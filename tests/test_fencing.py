@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from sqlalchemy import text
 
 from tests.stacks import fresh_postgres_database
 from waybill.common.settings import Settings
@@ -41,6 +42,13 @@ async def _open(settings: Settings) -> AsyncIterator[tuple[Any, RunnerStore]]:
     await store.engine.dispose()
 
 
+async def fence_epoch(store: RunnerStore, run_id: str) -> int:
+    """The epoch the database holds for `run_id`'s fence, read from its table."""
+    async with store.engine.connect() as conn:
+        query = text("SELECT epoch FROM run_fences WHERE run_id = :run_id")
+        return int((await conn.execute(query, {"run_id": run_id})).scalar_one())
+
+
 def write_args(thread_id: str, run_id: str, epoch: int = 1) -> tuple[Any, ...]:
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     metadata = {"run_id": run_id, "run_epoch": epoch, "source": "loop", "step": 0}
@@ -63,7 +71,7 @@ async def test_a_superseded_epoch_is_refused(backend: tuple[Any, RunnerStore]) -
     old = FencedCheckpointer(saver, RunFence(run_id, 1, lease_seconds=30), store)
     await store.advance_fence(run_id, 2)  # another runner took the run over
     await store.advance_fence(run_id, 1)  # and an older epoch cannot take it back
-    assert await store.fence_epoch(run_id) == 2
+    assert await fence_epoch(store, run_id) == 2
 
     refused_before = STATS.stale_checkpoint_writes_refused
     # A checkpoint is refused by the database's trigger, in the insert itself;

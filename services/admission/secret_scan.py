@@ -2,8 +2,8 @@
 
 Both are persisted in clear and shown in every read, so a credential there leaks.
 Request-scoped secrets have one sanctioned place, `context.secrets`, which is a
-different root: callers scan `metadata` and `config` with `find_secret` and show
-contexts through `redact_secrets`. Pure functions over JSON-like data, no I/O.
+different root: callers scan `metadata` and `config` with `find_secret` (reads hide
+`context.secrets` through common/sealed.py). Pure functions over JSON-like data, no I/O.
 
 Two rules, and no entropy guessing, so ordinary ids and hashes always pass:
 
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -47,7 +46,6 @@ from typing import Any, Literal
 
 from waybill.common.errors import invalid
 
-REDACTED = "[redacted]"
 SANCTIONED_PLACE = "context.secrets"
 
 # Head words that name a credential whatever comes before them.
@@ -429,20 +427,3 @@ def refuse_secrets(metadata: Any, config: Any) -> None:
         finding = find_secret(value, root)
         if finding is not None:
             raise invalid(finding.message())
-
-
-def redact_secrets(context: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of `context` with every value under `secrets` replaced, keys kept.
-
-    For reads and events; the input is not changed.
-    """
-    return {
-        key: _redacted(value) if key == "secrets" else copy.deepcopy(value)
-        for key, value in context.items()
-    }
-
-
-def _redacted(secrets: Any) -> Any:
-    if isinstance(secrets, dict):
-        return {key: REDACTED for key in secrets}
-    return None if secrets is None else REDACTED

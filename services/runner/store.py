@@ -34,15 +34,6 @@ class RunnerStore:
                 {"run_id": run_id, "epoch": epoch},
             )
 
-    async def fence_epoch(self, run_id: str) -> int | None:
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    text("SELECT epoch FROM run_fences WHERE run_id = :run_id"), {"run_id": run_id}
-                )
-            ).first()
-        return int(row.epoch) if row else None
-
     async def delete_run_checkpoints(self, thread_id: str, run_id: str) -> int:
         """Remove every checkpoint (and its pending writes) that `run_id` made."""
         if self.is_postgres:
