@@ -52,7 +52,7 @@ async def test_create_get_update_versions_and_set_latest(
         name="Formal",
         description="answers formally",
     )
-    assert uuid.UUID(created["assistant_id"])
+    assert str(uuid.UUID(created["assistant_id"])) == created["assistant_id"]
     assert created["graph_id"] == "configured"
     assert (created["name"], created["description"]) == ("Formal", "answers formally")
     assert created["version"] == 1

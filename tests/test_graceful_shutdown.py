@@ -90,7 +90,7 @@ async def test_the_sdk_resumes_its_stream_across_a_gateway_restart(tmp_path: Pat
         assert ids == list(range(len(parts))), ids  # every event once, in order
         assert stack.processes["gateway"] is not gateway
         final = [p for p in parts if p.event == "updates" and "agent" in p.data][-1]
-        assert final.data["agent"]["messages"][-1]["content"]
+        assert final.data["agent"]["messages"][-1]["content"] == "Tool wait returned: waited 6 s"
         runs = await client.runs.list(thread["thread_id"])
         assert [run["status"] for run in runs] == ["success"]
         await client.aclose()

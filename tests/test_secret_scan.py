@@ -263,11 +263,12 @@ ORDINARY_VALUES = {
 
 @pytest.mark.parametrize("value", SECRET_VALUES.values(), ids=SECRET_VALUES.keys())
 def test_known_token_formats_are_refused(value: str) -> None:
-    assert token_format_in(value) is not None
+    label = token_format_in(value)
+    assert label in {token_format.label for token_format in TOKEN_FORMATS}
     finding = find_secret({"note": value}, "metadata")
     assert finding is not None
-    assert finding.kind == "token_format"
-    assert finding.path == "metadata.note"
+    assert (finding.kind, finding.path) == ("token_format", "metadata.note")
+    assert finding.reason == f"value looks like {label}"
     assert finding.reason.startswith("value looks like ")
 
 
