@@ -125,7 +125,8 @@ async def test_a_stack_on_mutual_tls_serves_a_run(tls_stack: TlsStack) -> None:
     thread = await client.threads.create()
     result = await client.runs.wait(thread["thread_id"], "lead_agent", input=says("over TLS"))
     assert isinstance(result, dict)
-    assert result["messages"][-1]["type"] == "ai"
+    answer = result["messages"][-1]
+    assert (answer["type"], answer["content"]) == ("ai", "You said: over TLS")
 
 
 def test_a_caller_with_the_cas_certificate_is_served(tls_stack: TlsStack) -> None:
