@@ -3,8 +3,8 @@ metadata, a store item's value) before anything is stored.
 
 All are persisted in clear and shown in every read, so a credential there leaks.
 Request-scoped secrets have one sanctioned place, `context.secrets`, which is a
-different root: callers scan `metadata` and `config` with `find_secret` and show
-contexts through `redact_secrets`. Pure functions over JSON-like data, no I/O.
+different root: callers scan `metadata` and `config` with `find_secret` (reads hide
+`context.secrets` through common/sealed.py). Pure functions over JSON-like data, no I/O.
 
 Two rules, and no entropy guessing, so ordinary ids and hashes always pass:
 
@@ -37,7 +37,6 @@ A finding names the path and the reason, never the value.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Iterator
@@ -47,7 +46,6 @@ from typing import Any, Literal
 from waybill.common.errors import invalid
 from waybill.common.token_formats import token_format_in
 
-REDACTED = "[redacted]"
 SANCTIONED_PLACE = "context.secrets"
 RUN_ADVICE = f"pass request-scoped secrets in {SANCTIONED_PLACE}"
 STORE_ADVICE = "store values are kept in clear and read back as stored: keep credentials out"
@@ -272,20 +270,3 @@ def refuse_stored_secrets(value: Any) -> None:
     finding = find_secret(value, "value")
     if finding is not None:
         raise invalid(finding.message(STORE_ADVICE))
-
-
-def redact_secrets(context: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of `context` with every value under `secrets` replaced, keys kept.
-
-    For reads and events; the input is not changed.
-    """
-    return {
-        key: _redacted(value) if key == "secrets" else copy.deepcopy(value)
-        for key, value in context.items()
-    }
-
-
-def _redacted(secrets: Any) -> Any:
-    if isinstance(secrets, dict):
-        return {key: REDACTED for key in secrets}
-    return None if secrets is None else REDACTED

@@ -18,8 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import psycopg
 
+from tests.helpers import Frame, sse
 from tests.stacks import (
     SHARED_REDIS,
     drop_redis_keys,
@@ -149,3 +151,24 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
     wait_until(lambda: http_ok(gateway_2), "gateway-2 answering")
     scaled.gateways.append(gateway_2)
     return scaled
+
+
+async def join(
+    scaled: ScaledStack, thread_id: str, run_id: str, last_event_id: str, limit: int | None = None
+) -> list[Frame]:
+    """Join a run's stream through a random gateway; stop after `limit` frames."""
+    frames: list[Frame] = []
+    async with (
+        httpx.AsyncClient(base_url=scaled.gateway(), timeout=60) as http,
+        http.stream(
+            "GET",
+            f"/threads/{thread_id}/runs/{run_id}/stream",
+            headers={"Last-Event-ID": last_event_id},
+        ) as response,
+    ):
+        assert response.status_code == 200
+        async for frame in sse(response):
+            frames.append(frame)
+            if limit is not None and len(frames) >= limit:
+                break
+    return frames

@@ -35,6 +35,19 @@ SHARED_REDIS = os.environ.get("WAYBILL_TEST_REDIS", "redis://127.0.0.1:6379/0")
 TEST_GRAPHS = Path(__file__).parent / "graphs" / "langgraph.json"
 
 
+# Webhooks: quick retries, and 127.0.0.1 allowed as a target (a local receiver).
+WEBHOOK_SECRET = "webhook-test-secret"
+WEBHOOK_ENV = {
+    "WAYBILL_WEBHOOK_SECRET": WEBHOOK_SECRET,
+    "WAYBILL_WEBHOOK_ALLOW_NETWORKS": "127.0.0.1/32",
+    "WAYBILL_WEBHOOK_BACKOFF_SECONDS": "0.2",
+    "WAYBILL_WEBHOOK_BACKOFF_MAX_SECONDS": "0.5",
+    "WAYBILL_WEBHOOK_POLL_SECONDS": "0.2",
+    "WAYBILL_WEBHOOK_HELD_SECONDS": "1",
+    "WAYBILL_WEBHOOK_TIMEOUT_SECONDS": "2",
+}
+
+
 def wait_until(ready: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while not ready():

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import says, start_slow_tool, wait_for_status
 from tests.stacks import (
     fresh_postgres_database,
     running_stack,
@@ -18,8 +19,6 @@ from tests.stacks import (
     start_second,
     start_second_gateway,
 )
-from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import says
 from waybill.common.launch import Stack
 
 pytestmark = pytest.mark.timeout(90)

@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_runs import says
+from tests.helpers import says
 from waybill.common.launch import Stack
 from waybill.services.runner.agent.middleware import (
     AnswerDanglingToolCalls,

@@ -14,7 +14,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from tests.test_runs import says
+from tests.helpers import says
 from waybill.common.codec import system_assistant_id
 
 SYSTEM_GRAPHS = {"lead_agent", "nested", "approval", "memory", "configured", "whoami"}
@@ -52,7 +52,7 @@ async def test_create_get_update_versions_and_set_latest(
         name="Formal",
         description="answers formally",
     )
-    assert uuid.UUID(created["assistant_id"])
+    assert str(uuid.UUID(created["assistant_id"])) == created["assistant_id"]
     assert created["graph_id"] == "configured"
     assert (created["name"], created["description"]) == ("Formal", "answers formally")
     assert created["version"] == 1

@@ -6,84 +6,20 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
-import yaml
 
-from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from tests.auth_stack import INTERNAL_TOKEN, KEYS, AuthStack, as_user, running_auth_stack
 from waybill.common import codec
-
-KEYS = {
-    "alice": "alice-key-0001",
-    "bob": "bob-key-0002",
-    "reader": "reader-key-0003",
-    "creator": "creator-key-0004",  # may create runs, but not cancel any
-    "jane.doe": "jane-key-0006",  # a dot, which no store namespace label may hold
-}
-ADMIN_KEY = "admin-key-0000"
-INTERNAL_TOKEN = "internal-token-0005"
-
-
-def principals() -> list[dict[str, Any]]:
-    def entry(user_id: str, **extra: Any) -> dict[str, Any]:
-        digest = hashlib.sha256(KEYS[user_id].encode()).hexdigest()
-        return {"user_id": user_id, "key_sha256": digest, **extra}
-
-    return [
-        entry("alice"),
-        entry("bob"),
-        entry("jane.doe"),
-        entry("reader", role="reader"),
-        entry(
-            "creator",
-            role="restricted",
-            scopes=["threads:read", "threads:write", "runs:create", "runs:read"],
-        ),
-    ]
-
-
-ROLE_TOOLS = {"restricted": ["echo"]}  # runs of this role may use no other tool
-
-
-@dataclass
-class AuthStack:
-    url: str
-    database_url: str  # psycopg form, for counting rows
-
-    def count(self, table: str) -> int:
-        with psycopg.connect(self.database_url) as conn:
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
-        assert row is not None
-        return int(row[0])
 
 
 @pytest.fixture(scope="module")
 def auth_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthStack]:
-    data_dir = tmp_path_factory.mktemp("auth-stack")
-    config = data_dir / "waybill.yaml"
-    config.write_text(
-        yaml.safe_dump({"auth": {"principals": principals(), "role_tools": ROLE_TOOLS}})
-    )
-    with fresh_postgres_database() as url:
-        env = stack_env(
-            data_dir,
-            url,
-            WAYBILL_CONFIG=str(config),
-            WAYBILL_API_KEY=ADMIN_KEY,
-            WAYBILL_INTERNAL_TOKEN=INTERNAL_TOKEN,
-            WAYBILL_SECRETS_KEY="pM0SmMQ0PyMXd0Qp-9D2vBc3cFdNhMd9k3LqRymnYkI=",
-        )
-        with running_stack(env, data_dir) as stack:
-            yield AuthStack(stack.url, url.replace("postgresql+asyncpg://", "postgresql://"))
-
-
-def as_user(stack: AuthStack, user: str) -> httpx.AsyncClient:
-    key = ADMIN_KEY if user == "admin" else KEYS[user]
-    return httpx.AsyncClient(base_url=stack.url, headers={"x-api-key": key}, timeout=30)
+    with running_auth_stack(tmp_path_factory.mktemp("auth-stack")) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.test_runs import says
+from tests.helpers import says
 from waybill.common.settings import Settings
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -10,37 +9,10 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
+from tests.helpers import poll_until_done, says, start_slow_tool, wait_for_status
 from tests.stacks import runner_stats
-from tests.test_runs import after_its_end, poll_until_done, says
 from waybill.common.launch import Stack
 from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
-
-
-async def wait_for_status(
-    client: LangGraphClient, thread_id: str, run_id: str, status: str
-) -> dict[str, Any]:
-    for _ in range(400):
-        run = await client.runs.get(thread_id, run_id)
-        if run["status"] == status:
-            if status in ("pending", "running"):
-                return run
-            return await after_its_end(client, thread_id, run_id)
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"run {run_id} never reached {status}; last {run['status']}")
-
-
-async def start_slow_tool(client: LangGraphClient, thread_id: str, seconds: float = 30) -> dict:
-    """A run that calls the `wait` tool, and returns once the tool is running."""
-    run = await client.runs.create(
-        thread_id,
-        "lead_agent",
-        input=says(f'/tool wait {{"seconds": {seconds}}}'),
-        stream_mode="updates",
-    )
-    async for part in client.runs.join_stream(thread_id, run["run_id"], last_event_id="-1"):
-        if part.event == "updates" and "agent" in part.data:
-            return run  # the model asked for the tool; the tools node is now waiting
-    raise AssertionError("the run ended before calling its tool")
 
 
 async def test_cancel_before_start_builds_nothing(client: LangGraphClient, stack: Stack) -> None:

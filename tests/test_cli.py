@@ -7,20 +7,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
+from tests.helpers import WAYBILL, Completed, ok, says
 from tests.stacks import free_port, http_ok, stack_env, wait_until
-from tests.test_runs import says
 from waybill.common.launch import Stack
 from waybill.common.migrate import schema_of
-
-WAYBILL = str(Path(sys.executable).parent / "waybill")
-
-Completed = subprocess.CompletedProcess[str]
 
 
 def waybill(stack: Stack | None, *args: str, timeout: float = 60, **env: str) -> Completed:
@@ -28,11 +23,6 @@ def waybill(stack: Stack | None, *args: str, timeout: float = 60, **env: str) ->
     return subprocess.run(
         [WAYBILL, *args], env=base, capture_output=True, text=True, timeout=timeout
     )
-
-
-def ok(done: Completed) -> str:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 async def test_doctor_passes_on_a_healthy_stack(stack: Stack) -> None:

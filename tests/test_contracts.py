@@ -22,14 +22,17 @@ FIELD = re.compile(r"^\s*(repeated\s+)?[\w.]+\s+\w+\s*=\s*\d+;")
 
 
 def test_every_field_has_a_comment() -> None:
+    fields = 0
     for proto in proto_files():
         lines = proto.read_text().splitlines()
         for number, line in enumerate(lines):
             if not FIELD.match(line) or line.strip().startswith("//"):
                 continue
+            fields += 1
             above = lines[number - 1].strip()
             # A field is documented by the comment right above it, or shares the
             # comment of the field above it (e.g. created_at / updated_at).
             assert above.startswith("//") or FIELD.match(lines[number - 1]), (
                 f"{proto.name}:{number + 1} has no comment: {line.strip()}"
             )
+    assert fields > 0, "no field found in the .proto files"

@@ -28,6 +28,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
+from tests.helpers import says, start_slow_tool
 from tests.stacks import (
     free_port,
     fresh_postgres_database,
@@ -35,8 +36,6 @@ from tests.stacks import (
     stack_env,
     wait_until,
 )
-from tests.test_cancellation import start_slow_tool
-from tests.test_runs import says
 from waybill.common.launch import Stack, grpc_serving
 
 pytestmark = pytest.mark.timeout(240)

@@ -16,7 +16,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
-from tests.test_runs import says
+from tests.helpers import says
 
 YEARLY = "0 9 1 1 *"  # 09:00 on 1 January
 

@@ -6,7 +6,6 @@ specific handler) behave as on LangGraph Platform."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import textwrap
@@ -21,6 +20,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
+from tests.helpers import wait_for_status
 from tests.stacks import stack_in_mode
 from waybill.common.launch import Stack
 
@@ -240,16 +240,6 @@ async def assert_not_found(attempt: Awaitable[Any]) -> None:
         assert error.response.status_code == 404
         return
     raise AssertionError("expected a 404")
-
-
-async def wait_for_status(
-    client: LangGraphClient, thread_id: str, run_id: str, status: str
-) -> None:
-    for _ in range(200):
-        if (await client.runs.get(thread_id, run_id))["status"] == status:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never became {status}")
 
 
 # ---- authentication ---------------------------------------------------------------------

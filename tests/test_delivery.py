@@ -6,7 +6,6 @@ calls, never from the model's text."""
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -16,23 +15,9 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_runs import says
+from tests.helpers import present, says, tools, write
 from waybill.common.launch import Stack
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
-
-
-def tools(*steps: tuple[str, dict[str, Any]]) -> dict[str, Any]:
-    """A scripted agent that calls these tools in turn, one per model turn."""
-    script = [{"name": name, "args": args} for name, args in steps]
-    return says(f"/tools {json.dumps(script)}")
-
-
-def write(path: str, content: str) -> tuple[str, dict[str, Any]]:
-    return ("write_file", {"path": path, "content": content})
-
-
-def present(*paths: str) -> tuple[str, dict[str, Any]]:
-    return ("present_files", {"paths": list(paths)})
 
 
 async def run_to_end(

@@ -19,15 +19,15 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import present, tools, write
 from tests.stacks import (
+    WEBHOOK_ENV,
     TwoRunners,
     eventually,
     free_port,
     fresh_postgres_database,
     two_runner_stack,
 )
-from tests.test_delivery import present, tools, write
-from tests.test_webhooks import WEBHOOK_ENV
 from tests.webhook_receiver import WebhookReceiver
 from waybill.v1 import delivery_pb2, delivery_pb2_grpc
 

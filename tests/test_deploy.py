@@ -68,7 +68,9 @@ def container(workload: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_manifests_validate_strictly(kustomization: str, version: str) -> None:
-    for doc in rendered(kustomization):
+    docs = rendered(kustomization)
+    assert of_kind(docs, "Deployment"), f"{kustomization} renders no Deployment"
+    for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
 
 

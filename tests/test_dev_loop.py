@@ -17,8 +17,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import WAYBILL
 from tests.stacks import free_port, stack_env, wait_until
-from tests.test_cli import WAYBILL
 
 GRAPH_PY = """
 import typing_extensions

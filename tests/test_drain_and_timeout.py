@@ -12,10 +12,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import parse_sse, poll_until_done, says, stream_until_tool_call
 from tests.stacks import running_stack, stack_env, two_runner_stack
-from tests.test_runs import poll_until_done, says
-from tests.test_streaming import parse_sse
-from tests.test_takeover import stream_until_tool_call
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from sqlalchemy import text
 
 from tests.stacks import fresh_postgres_database
 from waybill.common.settings import Settings
@@ -41,6 +42,20 @@ async def _open(settings: Settings) -> AsyncIterator[tuple[Any, RunnerStore]]:
     await store.engine.dispose()
 
 
+async def fence_epoch(store: RunnerStore, run_id: str) -> int:
+    """The epoch the database holds for `run_id`'s fence, read from its table."""
+    async with store.engine.connect() as conn:
+        query = text("SELECT epoch FROM run_fences WHERE run_id = :run_id")
+        return int((await conn.execute(query, {"run_id": run_id})).scalar_one())
+
+
+async def stored_epoch(saver: Any, thread_id: str) -> int:
+    """The run epoch of the thread's latest stored checkpoint (it must have one)."""
+    stored = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+    assert stored is not None, "no checkpoint was stored"
+    return int(stored.metadata["run_epoch"])
+
+
 def write_args(thread_id: str, run_id: str, epoch: int = 1) -> tuple[Any, ...]:
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     metadata = {"run_id": run_id, "run_epoch": epoch, "source": "loop", "step": 0}
@@ -53,7 +68,7 @@ async def test_the_current_epoch_writes(backend: tuple[Any, RunnerStore]) -> Non
     await store.advance_fence(run_id, 1)
     fenced = FencedCheckpointer(saver, RunFence(run_id, 1, lease_seconds=30), store)
     await fenced.aput(*write_args(thread_id, run_id))
-    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is not None
+    assert await stored_epoch(saver, thread_id) == 1
 
 
 async def test_a_superseded_epoch_is_refused(backend: tuple[Any, RunnerStore]) -> None:
@@ -63,7 +78,7 @@ async def test_a_superseded_epoch_is_refused(backend: tuple[Any, RunnerStore]) -
     old = FencedCheckpointer(saver, RunFence(run_id, 1, lease_seconds=30), store)
     await store.advance_fence(run_id, 2)  # another runner took the run over
     await store.advance_fence(run_id, 1)  # and an older epoch cannot take it back
-    assert await store.fence_epoch(run_id) == 2
+    assert await fence_epoch(store, run_id) == 2
 
     refused_before = STATS.stale_checkpoint_writes_refused
     # A checkpoint is refused by the database's trigger, in the insert itself;
@@ -107,7 +122,7 @@ async def test_the_database_refuses_a_stale_checkpoint_in_the_insert_itself(
         await saver.aput(*write_args(thread_id, run_id, epoch=1))
     assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is None
     await saver.aput(*write_args(thread_id, run_id, epoch=2))
-    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is not None
+    assert await stored_epoch(saver, thread_id) == 2
 
 
 async def test_checkpoints_without_a_run_epoch_are_not_fenced(
@@ -117,7 +132,9 @@ async def test_checkpoints_without_a_run_epoch_are_not_fenced(
     thread_id = str(uuid.uuid4())
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     await saver.aput(config, empty_checkpoint(), {"source": "update", "step": 1}, {})
-    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is not None
+    stored = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+    assert stored is not None
+    assert (stored.metadata["source"], "run_epoch" in stored.metadata) == ("update", False)
 
 
 async def test_pending_writes_are_stored_only_by_the_epoch_the_fence_names(

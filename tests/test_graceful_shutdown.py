@@ -17,9 +17,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import parse_sse, says
 from tests.stacks import running_stack, stack_env, start_second_gateway, wait_until
-from tests.test_runs import says
-from tests.test_streaming import parse_sse
 from waybill.common.launch import grpc_serving
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
@@ -91,7 +90,7 @@ async def test_the_sdk_resumes_its_stream_across_a_gateway_restart(tmp_path: Pat
         assert ids == list(range(len(parts))), ids  # every event once, in order
         assert stack.processes["gateway"] is not gateway
         final = [p for p in parts if p.event == "updates" and "agent" in p.data][-1]
-        assert final.data["agent"]["messages"][-1]["content"]
+        assert final.data["agent"]["messages"][-1]["content"] == "Tool wait returned: waited 6 s"
         runs = await client.runs.list(thread["thread_id"])
         assert [run["status"] for run in runs] == ["success"]
         await client.aclose()

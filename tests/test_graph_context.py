@@ -20,8 +20,8 @@ import yaml
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.helpers import says
 from tests.stacks import stack_in_mode
-from tests.test_runs import says
 from waybill.common.identity import ROLE_SCOPES
 from waybill.common.launch import Stack
 

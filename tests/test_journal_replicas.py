@@ -20,6 +20,7 @@ import psycopg
 import pytest
 import redis
 
+from tests.helpers import parse_sse
 from tests.stacks import (
     SHARED_REDIS,
     drop_redis_keys,
@@ -31,7 +32,6 @@ from tests.stacks import (
     start_second_gateway,
     wait_until,
 )
-from tests.test_streaming import parse_sse
 from waybill.common import codec
 from waybill.common.launch import Stack
 from waybill.services.journal.store import unpack

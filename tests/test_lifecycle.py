@@ -16,8 +16,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import says
 from tests.stacks import running_stack, stack_env
-from tests.test_runs import says
 
 
 async def test_sigterm_lets_a_running_run_finish(tmp_path: Path) -> None:

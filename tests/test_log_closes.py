@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers import Frame, exactly_once, says, sse
 from tests.stacks import eventually, metrics_url, runner_stats, scrape, stack_in_mode
-from tests.test_scale import Frame, exactly_once, says, sse
 from waybill.common.launch import Stack
 
 pytestmark = pytest.mark.timeout(120)

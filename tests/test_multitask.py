@@ -5,8 +5,7 @@ from __future__ import annotations
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_cancellation import start_slow_tool
-from tests.test_runs import poll_until_done, says
+from tests.helpers import poll_until_done, says, start_slow_tool
 from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
 
 

@@ -20,9 +20,10 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from tests.helpers import says, start_slow_tool, wait_for_status
 from tests.stacks import free_port, metrics_url, running_stack, scrape, stack_env, wait_until
-from tests.test_cancellation import start_slow_tool, wait_for_status
 from tests.webhook_receiver import WebhookReceiver
+from waybill.common.identity import LOCAL_USER
 from waybill.common.launch import Stack
 from waybill.common.logs import redact
 
@@ -112,10 +113,6 @@ async def sdk(observed: Observed) -> AsyncIterator[LangGraphClient]:
         yield client
     finally:
         await client.aclose()
-
-
-def says(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
 
 
 def scrape_all(stack: Stack) -> dict[str, dict[str, float]]:
@@ -262,7 +259,7 @@ async def test_logs_are_json_tagged_with_the_run_and_redacted(
         # A key pasted into a query string lands in the access log: not in clear.
         reply = await http.get(f"/threads/{tid}/runs/{run_id}", params={"api_key": SECRET})
         assert reply.status_code == 200
-    assert run is not None
+    assert run["messages"][-1]["content"] == "You said: hello logs"
 
     def logged() -> list[dict[str, Any]]:
         lines = []
@@ -282,6 +279,6 @@ async def test_logs_are_json_tagged_with_the_run_and_redacted(
         assert line["run_id"] == run_id, line
         assert line["thread_id"] == tid, line
         if line["service"] == "gateway":
-            assert line["user_id"], line
+            assert line["user_id"] == LOCAL_USER.user_id, line
     for log_file in observed.data_dir.glob("*.log"):
         assert SECRET not in log_file.read_text()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import BadRequestError
 
+from tests.helpers import says
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import running_stack, stack_env
 from waybill.common.launch import Stack
@@ -29,10 +29,6 @@ LEAD_AGENT_TOOLS = {
     "edit_file",
     "present_files",
 }
-
-
-def says(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
 
 
 def write_config(path: Path, stub: OpenAIStub) -> Path:

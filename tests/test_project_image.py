@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import WAYBILL, ok
+from tests.helpers import WAYBILL, ok
 
 INSTRUCTIONS = {"FROM", "RUN", "COPY", "ENV", "WORKDIR", "USER", "ARG", "LABEL"}
 

@@ -42,7 +42,7 @@ def test_ok_means_a_run_can_be_served(tmp_path: Path) -> None:
             }
             reply = client.post("/runs/wait", json=body)
             assert reply.status_code == 200, reply.text
-            assert reply.json()["messages"][-1]["type"] == "ai"
+            assert reply.json()["messages"][-1]["content"] == "You said: hello"
 
             stack.processes["runner"].send_signal(signal.SIGKILL)
             stack.processes["runner"].wait(10)

@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from typing import Any
 
 import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
+from tests.helpers import poll_until_done, says
 from waybill.common.codec import system_assistant_id
-
-
-def says(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-async def poll_until_done(client: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:
-    for _ in range(600):
-        run = await client.runs.get(thread_id, run_id)
-        if run["status"] not in ("pending", "running"):
-            return await after_its_end(client, thread_id, run_id)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} did not finish in 30 s: {run}")
-
-
-async def after_its_end(client: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:
-    """The run once it has ended. A run with a cancel on record reads `interrupted`
-    before its runner has stopped it: join waits for its log's close, which follows
-    its terminal write."""
-    await client.runs.join(thread_id, run_id)
-    run: dict[str, Any] = await client.runs.get(thread_id, run_id)
-    return run
 
 
 async def test_create_then_poll_ends_success_and_state_holds_conversation(

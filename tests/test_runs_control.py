@@ -12,8 +12,7 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import poll_until_done, says
+from tests.helpers import poll_until_done, says, start_slow_tool, wait_for_status
 
 
 def moment(stamp: str) -> datetime:
@@ -58,8 +57,9 @@ async def test_cancel_many_by_thread_and_run_ids(
     reply = await http.post("/runs/cancel", json={"thread_id": thread_id, "run_ids": ids})
     assert reply.status_code == 204
 
-    assert await wait_for_status(client, thread_id, running["run_id"], "interrupted")
-    assert await wait_for_status(client, thread_id, queued["run_id"], "interrupted")
+    for run_id in (running["run_id"], queued["run_id"]):
+        ended = await wait_for_status(client, thread_id, run_id, "interrupted")
+        assert (ended["run_id"], ended["status"]) == (run_id, "interrupted")
     # A finished run among them is left as it was.
     assert (await client.runs.get(thread_id, finished["run_id"]))["status"] == "success"
     assert (await client.threads.get(thread_id))["status"] == "interrupted"

@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import after_its_end, says
+from tests.helpers import after_its_end, says, start_slow_tool, wait_for_status
 from waybill.common.launch import Stack
 
 ALIEN = {"messages": [{"role": "alien", "content": "x"}]}
@@ -199,7 +198,8 @@ async def test_wait_keeps_the_connection_alive_and_points_at_join(
     assert text.startswith(b"\n")
     blanks = len(text) - len(text.lstrip(b"\n"))
     assert blanks >= 2, text[:20]
-    assert json.loads(text)["messages"][-1]["type"] == "ai"
+    answer = json.loads(text)["messages"][-1]
+    assert (answer["type"], answer["content"]) == ("ai", "Tool wait returned: waited 2 s")
     # The first newline came while the run was still going, not with the result.
     first_blank = next(at for at, chunk in chunks if chunk.strip() == b"")
     assert first_blank < chunks[-1][0] - 0.5
@@ -223,7 +223,8 @@ async def test_join_keeps_the_connection_alive(client: LangGraphClient, stack: S
     assert reply.status_code == 200
     assert reply.content.startswith(b"\n")
     assert reply.headers["location"] == f"/threads/{thread_id}/runs/{run['run_id']}/join"
-    assert reply.json()["messages"][-1]["type"] == "ai"
+    answer = reply.json()["messages"][-1]
+    assert (answer["type"], answer["content"]) == ("ai", "Tool wait returned: waited 1.5 s")
 
 
 # ---- 6. reads right after a cancel (wait=false) ------------------------------------------

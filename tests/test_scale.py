@@ -5,55 +5,19 @@ a run: stream, join with Last-Event-ID, cancel, wait, and a runner killed mid-ru
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.scale import ScaledStack, scaled_stack
+from tests.helpers import exactly_once, says, slow, sse
+from tests.scale import ScaledStack, join, scaled_stack
 from tests.stacks import wait_until
+from waybill.common.statuses import TERMINAL_RUN_STATUSES
 
 pytestmark = [pytest.mark.scale, pytest.mark.timeout(180)]
-
-TERMINAL = ("success", "error", "interrupted", "timeout")
-
-
-@dataclass
-class Frame:
-    seq: int
-    event: str
-    data: Any
-
-
-def says(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-def slow(seconds: float) -> dict[str, Any]:
-    return says(f'/tool wait {{"seconds": {seconds}}}')
-
-
-async def sse(response: httpx.Response) -> AsyncIterator[Frame]:
-    """LangGraph Platform's SSE, frame by frame (heartbeat comments skipped)."""
-    fields: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if line == "":
-            if "event" in fields:
-                yield Frame(int(fields["id"]), fields["event"], json.loads(fields["data"]))
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
-
-
-def exactly_once(frames: list[Frame]) -> None:
-    """Sequence numbers 0..n, each once, in order: nothing lost, nothing repeated."""
-    assert [f.seq for f in frames] == list(range(len(frames))), [f.seq for f in frames]
-    assert frames[0].event == "metadata"
 
 
 @pytest.fixture(scope="module")
@@ -87,31 +51,10 @@ async def run_status(scaled: ScaledStack, thread_id: str, run_id: str) -> str:
 async def ended(scaled: ScaledStack, thread_id: str, run_id: str, seconds: float = 60) -> str:
     for _ in range(int(seconds / 0.1)):
         status = await run_status(scaled, thread_id, run_id)
-        if status in TERMINAL:
+        if status in TERMINAL_RUN_STATUSES:
             return status
         await asyncio.sleep(0.1)
     raise AssertionError(f"run {run_id} still {status} after {seconds}s")
-
-
-async def join(
-    scaled: ScaledStack, thread_id: str, run_id: str, last_event_id: str, limit: int | None = None
-) -> list[Frame]:
-    """Join a run's stream through a random gateway; stop after `limit` frames."""
-    frames: list[Frame] = []
-    async with (
-        httpx.AsyncClient(base_url=scaled.gateway(), timeout=60) as http,
-        http.stream(
-            "GET",
-            f"/threads/{thread_id}/runs/{run_id}/stream",
-            headers={"Last-Event-ID": last_event_id},
-        ) as response,
-    ):
-        assert response.status_code == 200
-        async for frame in sse(response):
-            frames.append(frame)
-            if limit is not None and len(frames) >= limit:
-                break
-    return frames
 
 
 async def test_streams_through_either_gateway_are_complete(scaled: ScaledStack) -> None:

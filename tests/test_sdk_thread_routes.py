@@ -16,7 +16,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from langgraph_sdk.schema import StreamPart
 
-from tests.test_runs import says
+from tests.helpers import says
 
 STATE_KEYS = {
     "values",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 
 import grpc
@@ -11,12 +12,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.stacks import stack_env
 from waybill.common.codec import system_assistant_id
 from waybill.common.launch import Stack
+from waybill.gateway.app import VERSION
 
 
 async def test_ok_and_info(http: httpx.AsyncClient) -> None:
     assert (await http.get("/ok")).json() == {"ok": True}
     info = (await http.get("/info")).json()
-    assert info["version"]
+    assert info["version"] == VERSION
+    assert info["langgraph_py_version"] == version("langgraph")
+    assert info["flags"]["assistants"] is True
+    assert info["flags"]["crons"] is True
 
 
 def test_every_service_serves_grpc_health(stack: Stack) -> None:

@@ -20,8 +20,8 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from langgraph_sdk import get_client
 
+from tests.helpers import says
 from tests.stacks import free_port, running_stack, stack_env
-from tests.test_runs import says
 from waybill.common.launch import Stack
 from waybill.common.readiness import RUNNER_WORK_HEALTH
 
@@ -129,7 +129,8 @@ async def test_a_stack_on_mutual_tls_serves_a_run(tls_stack: TlsStack) -> None:
     thread = await client.threads.create()
     result = await client.runs.wait(thread["thread_id"], "lead_agent", input=says("over TLS"))
     assert isinstance(result, dict)
-    assert result["messages"][-1]["type"] == "ai"
+    answer = result["messages"][-1]
+    assert (answer["type"], answer["content"]) == ("ai", "You said: over TLS")
 
 
 def test_a_caller_with_the_cas_certificate_is_served(tls_stack: TlsStack) -> None:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.scale import ScaledStack, scaled_stack
-from tests.test_scale import TERMINAL, Frame, join, says, slow, sse
+from tests.helpers import Frame, says, slow, sse
+from tests.scale import ScaledStack, join, scaled_stack
+from waybill.common.statuses import TERMINAL_RUN_STATUSES
 
 SECONDS = float(os.environ.get("WAYBILL_SOAK_SECONDS", "60"))
 WORKERS = int(os.environ.get("WAYBILL_SOAK_WORKERS", "4"))
@@ -57,7 +58,7 @@ async def ended(scaled: ScaledStack, http: httpx.AsyncClient, thread: str, run: 
     deadline = time.monotonic() + SETTLE_SECONDS
     while time.monotonic() < deadline:
         status = await status_of(scaled, http, thread, run)
-        if status in TERMINAL:
+        if status in TERMINAL_RUN_STATUSES:
             return status
         await asyncio.sleep(0.2)
     return "stuck"
@@ -172,7 +173,7 @@ async def test_soak(scaled: ScaledStack) -> None:
     while scaled.sql(active)[0][0] and time.monotonic() < settle:  # noqa: ASYNC110 - SQL is polled
         await asyncio.sleep(0.5)
     rows = dict(scaled.sql("SELECT run_id::text, status FROM runs"))
-    lost = [run for run in tally.runs if rows.get(run) not in TERMINAL]
+    lost = [run for run in tally.runs if rows.get(run) not in TERMINAL_RUN_STATUSES]
     stuck = scaled.sql(active)[0][0]
     terminal_writes = sum(
         value

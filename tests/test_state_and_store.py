@@ -8,7 +8,7 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_runs import says
+from tests.helpers import says
 
 
 async def test_read_a_past_checkpoint(client: LangGraphClient, http: httpx.AsyncClient) -> None:
@@ -29,8 +29,8 @@ async def test_update_state_as_a_node(client: LangGraphClient) -> None:
     written = await client.threads.update_state(
         thread["thread_id"], {"decision": "ship: by hand"}, as_node="ask"
     )
-    assert written["checkpoint"]["checkpoint_id"]
     state = await client.threads.get_state(thread["thread_id"])
+    assert state["checkpoint"]["checkpoint_id"] == written["checkpoint"]["checkpoint_id"]
     assert state["values"]["decision"] == "ship: by hand"
     assert state["next"] == []
 

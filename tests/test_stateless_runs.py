@@ -8,8 +8,7 @@ import uuid
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_cancellation import start_slow_tool
-from tests.test_runs import says
+from tests.helpers import says, start_slow_tool
 
 
 def thread_of(response: httpx.Response) -> str:

@@ -332,7 +332,8 @@ async def test_an_idle_thread_is_deleted_with_its_state(expiring_stack: Stack) -
         await sdk.runs.wait(
             thread_id, "librarian", input={"key": "k", "text": "cats", "query": "cats"}
         )
-        assert (await sdk.threads.get_state(thread_id))["values"]["found"]
+        found = (await sdk.threads.get_state(thread_id))["values"]["found"]
+        assert found[0][0] == "k"  # the item the run put, found by its own text
 
         async def thread_gone() -> bool:
             return not await sdk.threads.search(ids=[thread_id])

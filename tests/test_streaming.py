@@ -9,26 +9,11 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_runs import poll_until_done, says
+from tests.helpers import parse_sse, poll_until_done, says
 
 
 async def stream_parts(client: LangGraphClient, thread_id: str, graph: str, **kwargs: Any) -> list:
     return [part async for part in client.runs.stream(thread_id, graph, **kwargs)]
-
-
-def parse_sse(body: str) -> list[dict[str, str]]:
-    """Raw SSE frames, comments (heartbeats) dropped."""
-    frames = []
-    for block in body.split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            if line.startswith(":") or not line:
-                continue
-            name, _, value = line.partition(": ")
-            fields[name] = value
-        if fields:
-            frames.append(fields)
-    return frames
 
 
 async def test_values_mode_is_the_default(client: LangGraphClient) -> None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import parse_sse, stream_until_tool_call
 from tests.stacks import (
     TwoRunners,
     fresh_postgres_database,
@@ -21,12 +22,8 @@ from tests.stacks import (
     scrape,
     two_runner_stack,
 )
-from tests.test_runs import says
-from tests.test_streaming import parse_sse
 
 pytestmark = pytest.mark.timeout(120)
-
-SLOW_TOOL = '/tool wait {"seconds": 2}'
 
 
 @pytest.fixture
@@ -34,21 +31,6 @@ def two_runners(tmp_path: Path) -> Iterator[TwoRunners]:
     """Every service on Postgres with short leases, and a second runner."""
     with fresh_postgres_database() as url, two_runner_stack(tmp_path, url) as running:
         yield running
-
-
-async def stream_until_tool_call(raw: httpx.AsyncClient, thread_id: str) -> tuple[str, list]:
-    """Start a run that calls the slow tool; return once the tool call is journaled."""
-    body = {"assistant_id": "lead_agent", "input": says(SLOW_TOOL), "stream_mode": ["updates"]}
-    frames: list[dict[str, str]] = []
-    async with raw.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as response:
-        run_id = response.headers["content-location"].rsplit("/", 1)[1]
-        buffer = ""
-        async for chunk in response.aiter_text():
-            buffer += chunk
-            frames = parse_sse(buffer.rsplit("\n\n", 1)[0] + "\n\n") if "\n\n" in buffer else []
-            if any(f["event"] == "updates" and '"agent"' in f["data"] for f in frames):
-                break
-    return run_id, frames
 
 
 async def test_kill_9_mid_run_is_taken_over_and_every_event_arrives_once(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -16,8 +16,8 @@ import pytest
 import websockets
 from langgraph_sdk.client import LangGraphClient
 
-from tests.test_auth import AuthStack, as_user, auth_stack  # noqa: F401 (a fixture)
-from tests.test_runs import says
+from tests.auth_stack import AuthStack, as_user, running_auth_stack
+from tests.helpers import says
 
 TERMINAL = ("completed", "failed", "interrupted")
 
@@ -312,7 +312,13 @@ async def test_the_websocket_transport_is_refused_with_a_reason(stack: Any) -> N
     assert b"SSE only" in refused.value.response.body
 
 
-async def test_another_users_thread_is_refused(auth_stack: AuthStack) -> None:  # noqa: F811
+@pytest.fixture(scope="module")
+def auth_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthStack]:
+    with running_auth_stack(tmp_path_factory.mktemp("auth-stack")) as stack:
+        yield stack
+
+
+async def test_another_users_thread_is_refused(auth_stack: AuthStack) -> None:
     thread_id = str(uuid.uuid4())
     async with as_user(auth_stack, "alice") as alice, as_user(auth_stack, "bob") as bob:
         start = {"assistant_id": "whoami", "input": {"question": "who?"}}

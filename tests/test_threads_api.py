@@ -15,8 +15,7 @@ from langgraph_sdk.client import LangGraphClient
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.test_cancellation import start_slow_tool, wait_for_status
-from tests.test_runs import says
+from tests.helpers import says, start_slow_tool, wait_for_status
 from waybill.common.launch import Stack
 from waybill.services.delivery.store import receipts
 from waybill.services.journal.store import run_event_batches, run_logs

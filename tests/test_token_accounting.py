@@ -20,6 +20,7 @@ import yaml
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.helpers import says
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import fresh_postgres_database, running_stack, stack_env
 from waybill.common.launch import Stack
@@ -46,10 +47,6 @@ TYPED = {
     "delivery",
     "usage",
 }
-
-
-def says(*texts: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text} for text in texts]}
 
 
 def write_config(path: Any, stub: OpenAIStub) -> Any:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_client
 
+from tests.helpers import says
 from tests.stacks import http_ok, stack_env, wait_until
-from tests.test_runs import says
 from waybill.common.launch import SERVICES, Stack
 
 pytestmark = pytest.mark.timeout(180)

@@ -17,7 +17,10 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.helpers import says
 from tests.stacks import (
+    WEBHOOK_ENV,
+    WEBHOOK_SECRET,
     eventually,
     free_port,
     fresh_postgres_database,
@@ -26,24 +29,12 @@ from tests.stacks import (
     stack_env,
     wait_until,
 )
-from tests.test_runs import says
 from tests.webhook_receiver import WebhookReceiver
 from waybill.common.launch import Stack, grpc_serving
 from waybill.services.delivery.signing import verify
 from waybill.v1 import delivery_pb2, delivery_pb2_grpc
 
 pytestmark = pytest.mark.timeout(120)
-
-SECRET = "webhook-test-secret"
-WEBHOOK_ENV = {
-    "WAYBILL_WEBHOOK_SECRET": SECRET,
-    "WAYBILL_WEBHOOK_ALLOW_NETWORKS": "127.0.0.1/32",
-    "WAYBILL_WEBHOOK_BACKOFF_SECONDS": "0.2",
-    "WAYBILL_WEBHOOK_BACKOFF_MAX_SECONDS": "0.5",
-    "WAYBILL_WEBHOOK_POLL_SECONDS": "0.2",
-    "WAYBILL_WEBHOOK_HELD_SECONDS": "1",
-    "WAYBILL_WEBHOOK_TIMEOUT_SECONDS": "2",
-}
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -114,7 +105,10 @@ async def test_the_webhook_is_signed_and_says_how_the_run_ended(
     [hit] = receiver.snapshot()
     headers = hit.headers
     assert verify(
-        SECRET.encode(), headers["x-waybill-timestamp"], hit.body, headers["x-waybill-signature"]
+        WEBHOOK_SECRET.encode(),
+        headers["x-waybill-timestamp"],
+        hit.body,
+        headers["x-waybill-signature"],
     )
     assert not verify(
         b"another-secret", headers["x-waybill-timestamp"], hit.body, headers["x-waybill-signature"]

@@ -46,14 +46,6 @@ class CronQuery:
     sort_order: str = "desc"
 
 
-@dataclass
-class Firing:
-    """One claimed due time of one cron."""
-
-    cron: CronRecord
-    due_at: datetime
-
-
 def _utc(moment: datetime | None) -> datetime | None:
     """SQLite gives times back without their zone; every stored time is UTC."""
     return None if moment is None else codec.aware_utc(moment)

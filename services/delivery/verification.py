@@ -29,10 +29,6 @@ class Verdict:
     produced: list[str] = field(default_factory=list)
     matched: list[str] = field(default_factory=list)
 
-    @property
-    def fails_the_run(self) -> bool:
-        return self.verdict == "error"
-
 
 @dataclass
 class RunEnding:

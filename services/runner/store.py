@@ -33,12 +33,3 @@ class RunnerStore:
                 ),
                 {"run_id": run_id, "epoch": epoch},
             )
-
-    async def fence_epoch(self, run_id: str) -> int | None:
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    text("SELECT epoch FROM run_fences WHERE run_id = :run_id"), {"run_id": run_id}
-                )
-            ).first()
-        return int(row.epoch) if row else None

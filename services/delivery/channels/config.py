@@ -26,7 +26,6 @@ from pydantic import BaseModel, Field, ValidationError
 from waybill.common.identity import API_KEY_USER, LOCAL_USER, ROLE_SCOPES, Principal
 from waybill.common.settings import Settings
 
-PLATFORMS = ("telegram", "slack", "webhook")
 DEFAULT_API_BASE = {"telegram": "https://api.telegram.org", "slack": "https://slack.com/api"}
 SECRET_FIELDS = ("bot_token", "signing_secret", "secret_token", "secret")
 

@@ -1,0 +1,87 @@
+"""A stack with auth on, on Postgres: users with keys (one a reader, one a role that
+may create runs but cancel none and use only `echo`), an admin key, an internal
+token and a secrets key. The tests of who may do what (tests/test_auth.py) and of
+the thread protocol's refusals share it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import yaml
+
+from tests.stacks import fresh_postgres_database, running_stack, stack_env
+
+KEYS = {
+    "alice": "alice-key-0001",
+    "bob": "bob-key-0002",
+    "reader": "reader-key-0003",
+    "creator": "creator-key-0004",  # may create runs, but not cancel any
+    "jane.doe": "jane-key-0006",  # a dot, which no store namespace label may hold
+}
+ADMIN_KEY = "admin-key-0000"
+INTERNAL_TOKEN = "internal-token-0005"
+
+
+def principals() -> list[dict[str, Any]]:
+    def entry(user_id: str, **extra: Any) -> dict[str, Any]:
+        digest = hashlib.sha256(KEYS[user_id].encode()).hexdigest()
+        return {"user_id": user_id, "key_sha256": digest, **extra}
+
+    return [
+        entry("alice"),
+        entry("bob"),
+        entry("jane.doe"),
+        entry("reader", role="reader"),
+        entry(
+            "creator",
+            role="restricted",
+            scopes=["threads:read", "threads:write", "runs:create", "runs:read"],
+        ),
+    ]
+
+
+ROLE_TOOLS = {"restricted": ["echo"]}  # runs of this role may use no other tool
+
+
+@dataclass
+class AuthStack:
+    url: str
+    database_url: str  # psycopg form, for counting rows
+
+    def count(self, table: str) -> int:
+        with psycopg.connect(self.database_url) as conn:
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
+        assert row is not None
+        return int(row[0])
+
+
+@contextmanager
+def running_auth_stack(data_dir: Path) -> Iterator[AuthStack]:
+    config = data_dir / "waybill.yaml"
+    config.write_text(
+        yaml.safe_dump({"auth": {"principals": principals(), "role_tools": ROLE_TOOLS}})
+    )
+    with fresh_postgres_database() as url:
+        env = stack_env(
+            data_dir,
+            url,
+            WAYBILL_CONFIG=str(config),
+            WAYBILL_API_KEY=ADMIN_KEY,
+            WAYBILL_INTERNAL_TOKEN=INTERNAL_TOKEN,
+            WAYBILL_SECRETS_KEY="pM0SmMQ0PyMXd0Qp-9D2vBc3cFdNhMd9k3LqRymnYkI=",
+        )
+        with running_stack(env, data_dir) as stack:
+            yield AuthStack(stack.url, url.replace("postgresql+asyncpg://", "postgresql://"))
+
+
+def as_user(stack: AuthStack, user: str) -> httpx.AsyncClient:
+    """A client with `user`'s key ("admin" for the admin key)."""
+    key = ADMIN_KEY if user == "admin" else KEYS[user]
+    return httpx.AsyncClient(base_url=stack.url, headers={"x-api-key": key}, timeout=30)
