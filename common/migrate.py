@@ -21,6 +21,7 @@ from sqlalchemy import text
 from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
 from waybill.common.schema import Schema, SchemaMismatch
 from waybill.common.settings import Settings, get_settings
+from waybill.common.sql import service_engine
 
 # service -> its `upgrade(settings) -> revision`, in this order (the runner's fence
 # trigger goes on LangGraph's tables, which its own step creates first).
@@ -55,7 +56,7 @@ async def schema_verdict(settings: Settings, service: str) -> str | None:
         if service == "runner"
         else settings.sqlalchemy_url(service)
     )
-    engine = settings.engine(url)
+    engine = service_engine(settings, url)
     try:
         schema = schema_of(service)
         return schema.verdict(await schema.current(engine))
@@ -89,7 +90,7 @@ async def _one_at_a_time(settings: Settings) -> AsyncIterator[None]:
     if not settings.database_url:
         yield  # SQLite: one embedded installation, one launcher
         return
-    engine = settings.engine(settings.database_url)
+    engine = service_engine(settings, settings.database_url)
     try:
         # Autocommit, and tries instead of a blocking wait: a statement waiting
         # here would be an open transaction, which the other run's CREATE INDEX

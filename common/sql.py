@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from waybill.common import codec, sqlite_driver
+from waybill.common.settings import Settings
 
 
 def json_text(value: Any) -> str:
@@ -26,6 +27,11 @@ def json_text(value: Any) -> str:
 # JSON columns (run kwargs, thread values) with orjson, as on the wire: a thread's
 # values after a long answer are tens of kilobytes, written with every run's end.
 JSON_CODEC: dict[str, Any] = {"json_serializer": json_text, "json_deserializer": codec.loads}
+
+
+def service_engine(settings: Settings, url: str) -> AsyncEngine:
+    """A service's SQL engine for `url`, with this deployment's pool size."""
+    return create_engine(url, settings.db_pool_size, settings.db_max_overflow)
 
 
 def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:

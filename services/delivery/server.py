@@ -14,6 +14,7 @@ from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import acting_user
 from waybill.common.settings import Settings, get_settings
+from waybill.common.sql import service_engine
 from waybill.common.tracing import run_span
 from waybill.common.webhook_targets import WebhookTargetRefused, check_webhook_url
 from waybill.services.delivery.channels.server import ChannelsService
@@ -272,7 +273,7 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
 async def main() -> None:
     settings = get_settings()
     configure_logging("delivery")
-    store = ReceiptStore(settings.engine(settings.sqlalchemy_url("delivery")))
+    store = ReceiptStore(service_engine(settings, settings.sqlalchemy_url("delivery")))
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     outbox_store = OutboxStore(store.engine)
     peers = PeerChannels(settings)

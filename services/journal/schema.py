@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from waybill.common.schema import Schema
 from waybill.common.settings import Settings
+from waybill.common.sql import service_engine
 from waybill.services.journal.store import MIGRATIONS
 
 SCHEMA = Schema("journal", MIGRATIONS)
@@ -12,4 +13,6 @@ SCHEMA = Schema("journal", MIGRATIONS)
 
 async def upgrade(settings: Settings) -> str:
     """Bring the journal tables to this build's head; return that revision."""
-    return await SCHEMA.upgrade_to_head(settings.engine(settings.sqlalchemy_url("journal")))
+    return await SCHEMA.upgrade_to_head(
+        service_engine(settings, settings.sqlalchemy_url("journal"))
+    )

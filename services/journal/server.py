@@ -13,6 +13,7 @@ from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.journal_reading import EXPIRED_KEY
 from waybill.common.metrics import StatsCollector, register
 from waybill.common.settings import Settings, get_settings
+from waybill.common.sql import service_engine
 from waybill.common.tracing import run_span
 from waybill.services.journal.hub import END, HubConfig, JournalHub, LogExpired
 from waybill.services.journal.metrics import (
@@ -181,7 +182,7 @@ async def main() -> None:
     configure_logging("journal")
     register(StatsCollector("waybill_journal", STATS, STATS_DOCS, STATS_GAUGES))
     register(JournalLag())
-    store = JournalStore(settings.engine(settings.sqlalchemy_url("journal")))
+    store = JournalStore(service_engine(settings, settings.sqlalchemy_url("journal")))
     await SCHEMA.check(store.engine)  # `waybill migrate` upgrades it, once per deploy
     hub = make_hub(settings, store)
     hub.start()

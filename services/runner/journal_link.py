@@ -5,9 +5,7 @@ link's writer sends whatever that sink has queued as one batch. At most
 `window` batches are unanswered at a time: the first frame goes alone and at
 once, and while the journal works on what was sent, the next frames pile up
 into the next batch (a burst goes together, a trickle goes frame by frame).
-One batch in flight (`window` 1) was measured best: a 2,000-token run's
-frames go in about 20 batches instead of 40, which cut the CPU of runner and
-journal by a tenth with no cost to the first frame or to concurrent runs.
+The default is one batch in flight (see bench/RESULTS.md for why).
 Answers come back in send order and are matched to their sinks. If the stream
 breaks, every batch in flight fails its run's sink, and the next batch opens a
 new stream.
@@ -19,20 +17,29 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 
-from waybill.v1 import journal_pb2_grpc
-
-if TYPE_CHECKING:
-    from waybill.services.runner.journal_sink import JournalSink
+from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 log = logging.getLogger("waybill.runner.journal")
 
 
 class JournalUnavailable(RuntimeError):
     """The append stream broke while a run's events were in flight."""
+
+
+class JournalSink(Protocol):
+    """What the link needs of a run's sink (`journal_sink.JournalSink`)."""
+
+    waiting_for_turn: bool  # the link's bookkeeping: queued for a turn already
+
+    def take_batch(self) -> journal_pb2.AppendRequest | None: ...
+
+    def answered(self, answer: journal_pb2.AppendResponse, count: int) -> None: ...
+
+    def fail(self, error: BaseException) -> None: ...
 
 
 class JournalLink:

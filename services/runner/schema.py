@@ -8,6 +8,7 @@ from sqlalchemy import text
 
 from waybill.common.schema import MIGRATE_HINT, Schema, SchemaMismatch
 from waybill.common.settings import Settings
+from waybill.common.sql import service_engine
 from waybill.services.runner.persistence import open_checkpointer, open_store
 from waybill.services.runner.store import MIGRATIONS, RunnerStore
 
@@ -18,7 +19,7 @@ async def upgrade(settings: Settings) -> str:
     """Set up LangGraph's tables, then bring the runner's to this build's head."""
     async with open_checkpointer(settings, setup=True), open_store(settings, setup=True):
         pass
-    store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
+    store = RunnerStore(service_engine(settings, settings.checkpoint_sqlalchemy_url()))
     try:
         await SCHEMA.upgrade(store.engine)
     finally:

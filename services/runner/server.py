@@ -22,6 +22,7 @@ from waybill.common.metrics import StatsCollector, register
 from waybill.common.readiness import WorkHealth
 from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
+from waybill.common.sql import service_engine
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.execution import Peers, RunLimits
 from waybill.services.runner.graph_context import AuthUser, principal_user
@@ -396,7 +397,7 @@ async def main() -> None:
     prepare_project(settings)
     register(StatsCollector("waybill_runner", STATS, {}))
     settings.prices()  # a bad price table stops the runner here, not at each run's end
-    store = RunnerStore(settings.engine(settings.checkpoint_sqlalchemy_url()))
+    store = RunnerStore(service_engine(settings, settings.checkpoint_sqlalchemy_url()))
     await check_schema(store)  # `waybill migrate` upgrades it, once per deploy
     async with (
         open_checkpointer(settings, setup=False) as checkpointer,
