@@ -18,7 +18,8 @@ from waybill.common.background import DUE_MARGIN_SECONDS
 from waybill.common.settings import Settings
 from waybill.common.sql import create_engine
 from waybill.services.admission.log_closes import LogCloser, LogCloseStore, owe_close
-from waybill.services.admission.store import AdmissionStore
+from waybill.services.admission.schema import migrate_to_head
+from waybill.services.admission.thread_store import ThreadStore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,14 +29,15 @@ RETRY = 30.0
 
 @pytest.fixture
 async def closer(tmp_path: Path) -> AsyncIterator[LogCloser]:
-    store = AdmissionStore(create_engine(Settings(data_dir=tmp_path).sqlalchemy_url("admission")))
-    await store.migrate()
+    engine = create_engine(Settings(data_dir=tmp_path).sqlalchemy_url("admission"))
+    ThreadStore(engine)  # first: it registers SQLite's functions per connection
+    await migrate_to_head(engine)
     journal_nowhere = f"127.0.0.1:{free_port()}"
-    started = LogCloser(LogCloseStore(store.engine), journal_nowhere, GRACE, RETRY, 1.0)
+    started = LogCloser(LogCloseStore(engine), journal_nowhere, GRACE, RETRY, 1.0)
     started.start()
     yield started
     await started.stop()
-    await store.engine.dispose()
+    await engine.dispose()
 
 
 async def asleep(closer: LogCloser) -> None:
