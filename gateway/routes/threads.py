@@ -23,13 +23,15 @@ from waybill.gateway.schemas import (
     ThreadSearch,
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
+    error_responses,
+    event_stream,
 )
 from waybill.gateway.streams import sse_response
 from waybill.gateway.thread_select import checked_extract, shaped
 from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
 from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], responses=error_responses())
 
 
 def peers_of(request: Request) -> Peers:
@@ -378,7 +380,11 @@ async def _history(request: Request, thread_id: UUID, body: ThreadHistory) -> Re
     return Response(reply.json, media_type="application/json")
 
 
-@router.get("/threads/{thread_id}/stream")
+@router.get(
+    "/threads/{thread_id}/stream",
+    response_class=Response,
+    responses=event_stream("Every run of the thread as it goes, as Server-Sent Events"),
+)
 async def join_thread_stream(
     thread_id: UUID,
     request: Request,
