@@ -200,3 +200,38 @@ def test_without_credentials_no_5xx_and_every_refusal_as_declared(fuzzed_stack: 
             # route does not serve (405).
             assert statuses <= {400, 401, 404, 405}, (operation, statuses)
             assert 401 in statuses, (operation, statuses)
+
+
+async def test_a_nul_character_anywhere_in_a_body_is_422_and_writes_nothing(
+    fuzzed_stack: Stack,
+) -> None:
+    """PostgreSQL's JSON cannot hold NUL (\\u0000): fuzzing found 500s for it in thread
+    metadata, search filters and assistants. Every envelope refuses it, naming where."""
+    async with httpx.AsyncClient(
+        base_url=fuzzed_stack.url, headers={"x-api-key": API_KEY}, timeout=30
+    ) as http:
+        before = (await http.post("/threads/count", json={})).json()
+        cases = {"metadata.note": {"note": "a\x00b"}, "metadata.k\\u0000": {"k\x00": 1}}
+        for path, metadata in cases.items():
+            reply = await http.post("/threads", json={"metadata": metadata})
+            assert reply.status_code == 422, reply.text
+            message = reply.json()["detail"][0]["msg"]
+            assert "NUL" in message and message.split()[2] == path, message
+        assert (await http.post("/threads/count", json={})).json() == before
+        search = await http.post("/threads/search", json={"values": {"x": ["\x00"]}})
+        assert search.status_code == 422 and "values.x[0]" in search.text
+        assistant = {"graph_id": "lead_agent", "name": "n\x00"}
+        assert (await http.post("/assistants", json=assistant)).status_code == 422
+        run = {"assistant_id": "lead_agent", "input": {"messages": [{"content": "\x00"}]}}
+        thread_id = (await http.post("/threads", json={})).json()["thread_id"]
+        reply = await http.post(f"/threads/{thread_id}/runs", json=run)
+        assert reply.status_code == 422, reply.text
+        assert (await http.get(f"/threads/{thread_id}/runs")).json() == []
+        # The store's own two: a NUL in a dot-joined namespace, and a depth that
+        # PostgresStore's SQL overflows (it adds to it as a 32-bit integer).
+        item = await http.get("/store/items", params={"namespace": "a\x00b", "key": "k"})
+        assert item.status_code == 422, item.text
+        deep = await http.post("/store/namespaces", json={"max_depth": 2**31 - 2})
+        assert deep.status_code == 422, deep.text
+        fine = await http.post("/threads", json={"metadata": {"note": "a\\u0000b as text"}})
+        assert fine.status_code == 200, fine.text
