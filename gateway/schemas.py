@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from waybill.common.statuses import MultitaskStrategy, RunStatus
 from waybill.gateway.thread_select import MAX_EXTRACT_PATHS, ThreadField
 
 # Counts and positions travel as protobuf int32.
@@ -536,3 +537,28 @@ def protocol_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"description": REFUSALS.get(status, "Refused"), "content": body}
         for status in chosen
     }
+
+
+class Run(BaseModel):
+    """A run as the API shows one (`codec.run_to_dict`), in LangGraph Platform's shape
+    with one addition, `usage`. Documented only: the wire shape is codec's."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: RunStatus
+    metadata: dict[str, Any]
+    kwargs: dict[str, Any]
+    multitask_strategy: MultitaskStrategy
+    langsmith_session_name: None  # no LangSmith tracing project
+    usage: dict[str, Any] | None  # token usage once the run has ended
+
+
+def one_run(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": Run, "description": what}}
+
+
+def run_list(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": list[Run], "description": what}}

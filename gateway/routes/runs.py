@@ -29,6 +29,8 @@ from waybill.gateway.schemas import (
     error_responses,
     event_stream,
     no_body,
+    one_run,
+    run_list,
 )
 from waybill.gateway.streams import (
     opened_sse_frames,
@@ -125,7 +127,7 @@ async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
     return values
 
 
-@router.post("/threads/{thread_id}/runs")
+@router.post("/threads/{thread_id}/runs", responses=one_run("The run, admitted"))
 async def create_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
     run = await start_run(peers_of(request), str(thread_id), body, request)
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
@@ -239,7 +241,7 @@ def settled(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-@router.get("/threads/{thread_id}/runs")
+@router.get("/threads/{thread_id}/runs", responses=run_list("The thread's runs"))
 async def list_runs(
     thread_id: UUID,
     request: Request,
@@ -269,7 +271,7 @@ async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_
     )
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}")
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=one_run("The run"))
 async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     run = await get_run_record(peers_of(request), thread_id, run_id)
@@ -475,7 +477,7 @@ async def stateless_result(peers: Peers, run: common_pb2.Run, body: RunCreate) -
     return result
 
 
-@router.post("/runs")
+@router.post("/runs", responses=one_run("The run, admitted"))
 async def create_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
@@ -495,7 +497,7 @@ def batch_request(one: BatchRunCreate, request: Request) -> admission_pb2.StartR
     return run_request(str(one.thread_id), one, request)
 
 
-@router.post("/runs/batch")
+@router.post("/runs/batch", responses=run_list("The runs, all admitted"))
 async def create_stateless_runs(
     body: Annotated[list[BatchRunCreate], Body(max_length=1000)], request: Request
 ) -> list[dict[str, Any]]:
