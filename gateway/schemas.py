@@ -562,3 +562,20 @@ def one_run(what: str) -> dict[int | str, dict[str, Any]]:
 
 def run_list(what: str) -> dict[int | str, dict[str, Any]]:
     return {200: {"model": list[Run], "description": what}}
+
+
+class Thread(BaseModel):
+    """A thread as the API shows one (`codec.thread_to_dict`), LangGraph Platform's shape.
+    Documented only: the wire shape is codec's."""
+
+    thread_id: str
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any]
+    status: ThreadStatus
+    values: Any  # the graph's state after the last run; null before any
+    interrupts: dict[str, Any]
+
+
+def one_thread(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": Thread, "description": what}}

@@ -25,6 +25,7 @@ from waybill.gateway.schemas import (
     ThreadStateUpdate,
     error_responses,
     event_stream,
+    one_thread,
 )
 from waybill.gateway.streams import sse_response
 from waybill.gateway.thread_select import checked_extract, shaped
@@ -38,7 +39,7 @@ def peers_of(request: Request) -> Peers:
     return request.app.state.peers  # type: ignore[no-any-return]
 
 
-@router.post("/threads")
+@router.post("/threads", responses=one_thread("The thread"))
 async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
     if body.thread_id is not None and not codec.is_uuid(body.thread_id):
         raise HTTPException(422, f"thread_id '{body.thread_id}' is not a UUID")
@@ -155,7 +156,7 @@ async def _keep_latest(peers: Peers, thread_id: str) -> None:
     )
 
 
-@router.get("/threads/{thread_id}")
+@router.get("/threads/{thread_id}", responses=one_thread("The thread"))
 async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     thread = await call(
@@ -166,7 +167,7 @@ async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     return codec.thread_to_dict(thread)
 
 
-@router.patch("/threads/{thread_id}")
+@router.patch("/threads/{thread_id}", responses=one_thread("The thread, its metadata merged"))
 async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> dict[str, Any]:
     value = {"thread_id": thread_id, "metadata": body.metadata}
     await authorize(request, "threads", "update", value)
@@ -315,7 +316,7 @@ def _no_graph_yet(thread_id: UUID) -> str:
     )
 
 
-@router.post("/threads/{thread_id}/copy")
+@router.post("/threads/{thread_id}/copy", responses=one_thread("The copy"))
 async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     peers = peers_of(request)
     await authorize(request, "threads", "read", {"thread_id": thread_id})
