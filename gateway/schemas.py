@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -15,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from waybill.common.statuses import MultitaskStrategy, RunStatus
 from waybill.gateway.thread_select import MAX_EXTRACT_PATHS, ThreadField
 
 # Counts and positions travel as protobuf int32.
@@ -37,6 +39,42 @@ STREAM_MODES = (
 class Envelope(BaseModel):
     # LangGraph Platform ignores fields it does not know; so do we.
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul_characters(cls, data: Any) -> Any:
+        where = nul_character_path(data)
+        if where is not None:
+            raise ValueError(
+                f"{where or 'the body'} holds a NUL character (\\u0000), which Waybill's "
+                "storage (PostgreSQL's JSON and text) cannot keep"
+            )
+        return data
+
+
+def nul_character_path(data: Any) -> str | None:
+    """Where in `data` a string (a value or a key) holds NUL, dot-joined; None if nowhere.
+    orjson's C encoder answers the common case (no NUL at all) at once."""
+    try:
+        if b"\\u0000" not in orjson.dumps(data):
+            return None
+    except (TypeError, orjson.JSONEncodeError):
+        pass  # not plain JSON (an integer beyond 64 bits...): look at every part
+    pending: list[tuple[str, Any]] = [("", data)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str) and "\x00" in value:
+            return path
+        if isinstance(value, dict):
+            for key, item in value.items():
+                shown = str(key).replace("\x00", "\\u0000")
+                inner = f"{path}.{shown}" if path else shown
+                if isinstance(key, str) and "\x00" in key:
+                    return inner
+                pending.append((inner, item))
+        elif isinstance(value, list | tuple):
+            pending.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
+    return None
 
 
 def configurable_is_an_object(config: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -176,7 +214,8 @@ class StoreSearch(Envelope):
 class StoreNamespaces(Envelope):
     prefix: list[Label] | None = None
     suffix: list[Label] | None = None
-    max_depth: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    # LangGraph's PostgresStore adds to it in SQL, as a 32-bit integer.
+    max_depth: int | None = Field(default=None, ge=1, le=INT32_MAX - 2)
     limit: int = Field(default=100, ge=1, le=1000)
     offset: Offset = 0
 
@@ -427,3 +466,116 @@ class CronSearch(CronCount):
     sort_by: CronSortBy | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[CronField] | None = None
+
+
+# ---- what the gateway answers: declared in the OpenAPI, the wire shape unchanged ----
+
+
+class FieldError(BaseModel):
+    """One of FastAPI's field errors in a malformed request's 422."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """A refusal, as LangGraph Platform words one: `{"detail": "<why>"}`; for a request
+    that does not fit the envelope (FastAPI's 422), the list of its field errors."""
+
+    detail: str | list[FieldError]
+
+
+# What any guarded route may answer besides its success, whichever service refuses:
+# common/errors.py maps the services' gRPC codes to these; 401/403 are the auth's,
+# 413 the request size limit's. Server faults (5xx) are not part of the contract.
+REFUSALS: dict[int, str] = {
+    400: "Well-formed, but not allowed now or here",
+    401: "No valid API key or bearer token",
+    403: "The principal may not do this",
+    404: "Not found",
+    409: "A conflict: the resource exists already, or a race was lost (thread busy)",
+    413: "The request body is larger than the gateway takes",
+    422: "A malformed request: a field's value is refused",
+    429: "Too many runs in flight for this principal",
+}
+
+
+# Only where a run's events are read: they were swept (the run ended long ago).
+GONE = "The run's events have expired"
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """`responses=` for FastAPI: each status with the `{"detail": …}` body."""
+    chosen = statuses or tuple(REFUSALS)
+    return {
+        status: {"model": ErrorBody, "description": REFUSALS.get(status, GONE)} for status in chosen
+    }
+
+
+def event_stream(what: str) -> dict[int | str, dict[str, Any]]:
+    """`responses=` of a route answering Server-Sent Events; give it `response_class=
+    Response` too, so that its refusals stay documented as JSON."""
+    return {
+        200: {"description": what, "content": {"text/event-stream": {}}},
+        **error_responses(410),
+    }
+
+
+def no_body(status: int, what: str) -> dict[int | str, dict[str, Any]]:
+    """`responses=` for an answer with a status and nothing else."""
+    return {status: {"description": what}}
+
+
+def protocol_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """For the protocols that carry their own error envelope (JSON-RPC, A2A, MCP, the
+    thread protocol's commands): the status codes, with a JSON object whose shape is
+    the protocol's."""
+    chosen = statuses or tuple(REFUSALS)
+    body = {"application/json": {"schema": {"type": "object"}}}
+    return {
+        status: {"description": REFUSALS.get(status, "Refused"), "content": body}
+        for status in chosen
+    }
+
+
+class Run(BaseModel):
+    """A run as the API shows one (`codec.run_to_dict`), in LangGraph Platform's shape
+    with one addition, `usage`. Documented only: the wire shape is codec's."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: RunStatus
+    metadata: dict[str, Any]
+    kwargs: dict[str, Any]
+    multitask_strategy: MultitaskStrategy
+    langsmith_session_name: None  # no LangSmith tracing project
+    usage: dict[str, Any] | None  # token usage once the run has ended
+
+
+def one_run(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": Run, "description": what}}
+
+
+def run_list(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": list[Run], "description": what}}
+
+
+class Thread(BaseModel):
+    """A thread as the API shows one (`codec.thread_to_dict`), LangGraph Platform's shape.
+    Documented only: the wire shape is codec's."""
+
+    thread_id: str
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any]
+    status: ThreadStatus
+    values: Any  # the graph's state after the last run; null before any
+    interrupts: dict[str, Any]
+
+
+def one_thread(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"model": Thread, "description": what}}

@@ -81,10 +81,11 @@ from waybill.gateway.routes.jsonrpc import (
 )
 from waybill.gateway.routes.runs import final_values, get_run_record, start_run
 from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.schemas import no_body, protocol_error_responses
 from waybill.gateway.streams import journal_events, sse_response
 from waybill.v1 import common_pb2
 
-router = APIRouter(tags=["a2a"])
+router = APIRouter(tags=["a2a"], responses=protocol_error_responses())
 
 log = logging.getLogger("waybill.gateway.a2a")
 
@@ -126,7 +127,13 @@ class Call:
         return {"jsonrpc": "2.0", "id": self.rpc_id, "error": error.body()}
 
 
-@router.post("/a2a/{assistant_id}")
+@router.post(
+    "/a2a/{assistant_id}",
+    responses={
+        200: {"content": {"text/event-stream": {}}},  # SendStreamingMessage's answer
+        **no_body(202, "A JSON-RPC response: nothing to answer"),
+    },
+)
 async def a2a_post(assistant_id: str, request: Request) -> Response:
     message = await parsed_body(request)
     if message is NOT_PARSED:
@@ -647,7 +654,7 @@ async def agent_card(request: Request, assistant_id: str | None = None) -> Respo
     return await card_response(request, assistant_id)
 
 
-@router.delete("/a2a/{assistant_id}")
+@router.delete("/a2a/{assistant_id}", status_code=405, response_class=Response)
 async def a2a_delete(assistant_id: str) -> Response:
     return Response(status_code=405)  # no sessions to end (the Platform answers 405)
 

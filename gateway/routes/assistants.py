@@ -20,10 +20,11 @@ from waybill.gateway.schemas import (
     AssistantSearch,
     AssistantVersionChange,
     AssistantVersionsSearch,
+    error_responses,
 )
 from waybill.v1 import admission_pb2, runner_pb2
 
-router = APIRouter(tags=["assistants"])
+router = APIRouter(tags=["assistants"], responses=error_responses())
 
 
 def version_to_dict(assistant: admission_pb2.Assistant) -> dict[str, Any]:

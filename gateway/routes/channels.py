@@ -9,9 +9,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from waybill.gateway.peers import call
+from waybill.gateway.schemas import error_responses
 from waybill.v1 import channels_pb2
 
-router = APIRouter(tags=["channels"])
+router = APIRouter(tags=["channels"], responses=error_responses())
 
 # Headers a platform signs or proves itself with; nothing else is forwarded.
 FORWARDED_PREFIXES = (

@@ -13,10 +13,10 @@ from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import without_webhook
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch
+from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch, error_responses
 from waybill.v1 import admission_pb2
 
-router = APIRouter(tags=["crons"])
+router = APIRouter(tags=["crons"], responses=error_responses())
 
 
 def cron_to_dict(cron: admission_pb2.Cron) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from waybill.common.errors import http_status_for
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.routes.runs import get_run_record
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import Envelope
+from waybill.gateway.schemas import Envelope, error_responses
 from waybill.v1 import admission_pb2, delivery_pb2
 
-router = APIRouter(tags=["delivery"])
+router = APIRouter(tags=["delivery"], responses=error_responses())
 
 
 class WebhookSubscribe(Envelope):

@@ -30,9 +30,9 @@ from waybill.gateway.routes.jsonrpc import (
     schemas_of,
     wait_stateless,
 )
-from waybill.gateway.schemas import AssistantSearch
+from waybill.gateway.schemas import AssistantSearch, no_body, protocol_error_responses
 
-router = APIRouter(tags=["mcp"])
+router = APIRouter(tags=["mcp"], responses=protocol_error_responses())
 
 log = logging.getLogger("waybill.gateway.mcp")
 
@@ -49,19 +49,26 @@ TOOL_ANNOTATIONS = {
 }
 
 
-@router.get("/mcp")
+@router.get("/mcp", status_code=405, response_class=Response)
 async def mcp_get() -> Response:
     # No server-initiated stream: the Platform answers 405 too.
     return Response(status_code=405)
 
 
-@router.delete("/mcp")
+@router.delete(
+    "/mcp",
+    status_code=404,
+    response_class=Response,
+    responses=no_body(404, "Stateless: no session to end"),
+)
 async def mcp_delete() -> Response:
     # Stateless: there is no session to end (the Platform answers 404).
     return Response(status_code=404)
 
 
-@router.post("/mcp")
+@router.post(
+    "/mcp", responses=no_body(202, "A JSON-RPC response or notification: nothing to answer")
+)
 async def mcp_post(request: Request) -> Response:
     message = await parsed_body(request)
     if message is NOT_PARSED:

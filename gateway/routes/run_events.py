@@ -18,11 +18,11 @@ from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.routes.runs import get_run_record
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import INT32_MAX
+from waybill.gateway.schemas import INT32_MAX, error_responses
 from waybill.gateway.streams import INT64_MAX
 from waybill.v1 import admission_pb2, journal_pb2
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], responses=error_responses())
 
 DEFAULT_PAGE = 100
 

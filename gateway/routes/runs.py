@@ -21,7 +21,17 @@ from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import shape_run
 from waybill.gateway.routes.threads import forget_runs, peers_of, remove_thread
-from waybill.gateway.schemas import INT32_MAX, BatchRunCreate, RunCreate, RunsCancel
+from waybill.gateway.schemas import (
+    INT32_MAX,
+    BatchRunCreate,
+    RunCreate,
+    RunsCancel,
+    error_responses,
+    event_stream,
+    no_body,
+    one_run,
+    run_list,
+)
 from waybill.gateway.streams import (
     opened_sse_frames,
     resume_point,
@@ -31,7 +41,7 @@ from waybill.gateway.streams import (
 )
 from waybill.v1 import admission_pb2, common_pb2, runner_pb2
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], responses=error_responses())
 
 STATELESS_THREADS = uuid.UUID("6f0e3a52-1c0b-4f55-9a43-0f5d1d6c7a10")
 
@@ -117,13 +127,17 @@ async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
     return values
 
 
-@router.post("/threads/{thread_id}/runs")
+@router.post("/threads/{thread_id}/runs", responses=one_run("The run, admitted"))
 async def create_run(thread_id: UUID, body: RunCreate, request: Request) -> JSONResponse:
     run = await start_run(peers_of(request), str(thread_id), body, request)
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
 
 
-@router.post("/threads/{thread_id}/runs/stream")
+@router.post(
+    "/threads/{thread_id}/runs/stream",
+    response_class=Response,
+    responses=event_stream("The run's events, as Server-Sent Events"),
+)
 async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_run(peers, str(thread_id), body, request)
@@ -227,7 +241,7 @@ def settled(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-@router.get("/threads/{thread_id}/runs")
+@router.get("/threads/{thread_id}/runs", responses=run_list("The thread's runs"))
 async def list_runs(
     thread_id: UUID,
     request: Request,
@@ -257,7 +271,7 @@ async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_
     )
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}")
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=one_run("The run"))
 async def get_run(thread_id: UUID, run_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     run = await get_run_record(peers_of(request), thread_id, run_id)
@@ -279,7 +293,11 @@ async def delete_run(thread_id: UUID, run_id: UUID, request: Request) -> Respons
     return Response(status_code=204)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    response_class=Response,
+    responses=event_stream("The run's events, as Server-Sent Events"),
+)
 async def join_stream(
     thread_id: UUID,
     run_id: UUID,
@@ -317,7 +335,12 @@ def json_list(text: str) -> list[Any] | None:
     return parsed if isinstance(parsed, list) else None
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    status_code=202,
+    response_class=Response,
+    responses=no_body(204, "Cancelled, and (with wait=true) the run has ended"),
+)
 async def cancel_run(
     thread_id: UUID,
     run_id: UUID,
@@ -426,7 +449,11 @@ def in_background(request: Request, work: Coroutine[Any, Any, None]) -> None:
     task.add_done_callback(request.app.state.background.discard)
 
 
-@router.post("/runs/stream")
+@router.post(
+    "/runs/stream",
+    response_class=Response,
+    responses=event_stream("The run's events, as Server-Sent Events"),
+)
 async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
@@ -450,7 +477,7 @@ async def stateless_result(peers: Peers, run: common_pb2.Run, body: RunCreate) -
     return result
 
 
-@router.post("/runs")
+@router.post("/runs", responses=one_run("The run, admitted"))
 async def create_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
@@ -470,7 +497,7 @@ def batch_request(one: BatchRunCreate, request: Request) -> admission_pb2.StartR
     return run_request(str(one.thread_id), one, request)
 
 
-@router.post("/runs/batch")
+@router.post("/runs/batch", responses=run_list("The runs, all admitted"))
 async def create_stateless_runs(
     body: Annotated[list[BatchRunCreate], Body(max_length=1000)], request: Request
 ) -> list[dict[str, Any]]:

@@ -8,18 +8,27 @@ on the items' values that is added to the search's own.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import StoreItemDelete, StoreItemPut, StoreNamespaces, StoreSearch
+from waybill.gateway.schemas import (
+    StoreItemDelete,
+    StoreItemPut,
+    StoreNamespaces,
+    StoreSearch,
+    error_responses,
+)
 from waybill.v1 import runner_pb2
 
-router = APIRouter(tags=["store"])
+# A namespace is its labels dot-joined; LangGraph's stores refuse NUL in a label.
+NO_NUL = r"^[^\x00]*$"
+
+router = APIRouter(tags=["store"], responses=error_responses())
 
 
 def _json(reply: runner_pb2.JsonReply) -> Response:
@@ -73,7 +82,10 @@ async def put_item(body: StoreItemPut, request: Request) -> Response:
 
 @router.get("/store/items")
 async def get_item(
-    namespace: str, key: str, request: Request, refresh_ttl: bool | None = None
+    namespace: Annotated[str, Query(pattern=NO_NUL)],
+    key: str,
+    request: Request,
+    refresh_ttl: bool | None = None,
 ) -> Response:
     labels = tuple(label for label in namespace.split(".") if label)
     value, _ = await _authorized(

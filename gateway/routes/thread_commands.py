@@ -27,13 +27,13 @@ from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
 from waybill.gateway.routes.runs import start_run
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import RunCreate
+from waybill.gateway.schemas import RunCreate, event_stream, protocol_error_responses
 from waybill.gateway.streams import sse_response
 from waybill.gateway.thread_events import ThreadEvents
 from waybill.gateway.thread_protocol import RUN_STREAM_MODES, EventFilter, is_channel
 from waybill.v1 import admission_pb2
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], responses=protocol_error_responses())
 websocket_router = APIRouter()
 
 MULTITASK_STRATEGIES = ("reject", "interrupt", "rollback", "enqueue")
@@ -263,7 +263,11 @@ HANDLERS: dict[str, Handler] = {"run.start": run_start, "input.respond": input_r
 # ---- POST /threads/{tid}/stream/events ---------------------------------------------------
 
 
-@router.post("/threads/{thread_id}/stream/events")
+@router.post(
+    "/threads/{thread_id}/stream/events",
+    response_class=Response,
+    responses=event_stream("The thread's protocol events, as Server-Sent Events"),
+)
 async def thread_events(thread_id: UUID, request: Request) -> Response:
     try:
         body = codec.loads(await request.body())

@@ -23,20 +23,23 @@ from waybill.gateway.schemas import (
     ThreadSearch,
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
+    error_responses,
+    event_stream,
+    one_thread,
 )
 from waybill.gateway.streams import sse_response
 from waybill.gateway.thread_select import checked_extract, shaped
 from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
 from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], responses=error_responses())
 
 
 def peers_of(request: Request) -> Peers:
     return request.app.state.peers  # type: ignore[no-any-return]
 
 
-@router.post("/threads")
+@router.post("/threads", responses=one_thread("The thread"))
 async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
     if body.thread_id is not None and not codec.is_uuid(body.thread_id):
         raise HTTPException(422, f"thread_id '{body.thread_id}' is not a UUID")
@@ -153,7 +156,7 @@ async def _keep_latest(peers: Peers, thread_id: str) -> None:
     )
 
 
-@router.get("/threads/{thread_id}")
+@router.get("/threads/{thread_id}", responses=one_thread("The thread"))
 async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     thread = await call(
@@ -164,7 +167,7 @@ async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     return codec.thread_to_dict(thread)
 
 
-@router.patch("/threads/{thread_id}")
+@router.patch("/threads/{thread_id}", responses=one_thread("The thread, its metadata merged"))
 async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> dict[str, Any]:
     value = {"thread_id": thread_id, "metadata": body.metadata}
     await authorize(request, "threads", "update", value)
@@ -309,7 +312,7 @@ def _no_graph_yet(thread_id: UUID) -> str:
     )
 
 
-@router.post("/threads/{thread_id}/copy")
+@router.post("/threads/{thread_id}/copy", responses=one_thread("The copy"))
 async def copy_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
     peers = peers_of(request)
     await authorize(request, "threads", "read", {"thread_id": thread_id})
@@ -374,7 +377,11 @@ async def _history(request: Request, thread_id: UUID, body: ThreadHistory) -> Re
     return Response(reply.json, media_type="application/json")
 
 
-@router.get("/threads/{thread_id}/stream")
+@router.get(
+    "/threads/{thread_id}/stream",
+    response_class=Response,
+    responses=event_stream("Every run of the thread as it goes, as Server-Sent Events"),
+)
 async def join_thread_stream(
     thread_id: UUID,
     request: Request,
