@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from waybill.common.statuses import MultitaskStrategy, RunStatus
+from waybill.common.statuses import MultitaskStrategy, RunStatus, ThreadStatus
 from waybill.gateway.thread_select import MAX_EXTRACT_PATHS, ThreadField
 
 # Counts and positions travel as protobuf int32.
@@ -120,9 +120,6 @@ class ThreadCreate(Envelope):
 
 class ThreadPatch(Envelope):
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 
 
 class ThreadCount(Envelope):
