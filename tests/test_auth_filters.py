@@ -11,12 +11,9 @@ from typing import Any
 import pytest
 from fastapi import HTTPException
 
-from tests.stacks import fresh_postgres_database
+from tests.admission_stores import BACKENDS, admission_stores
 from waybill.common.identity import Principal
-from waybill.common.settings import Settings
-from waybill.common.sql import create_engine
 from waybill.gateway.project_auth import _checked_filter, _normalized
-from waybill.services.admission.schema import migrate_to_head
 from waybill.services.admission.thread_queries import ThreadQuery
 from waybill.services.admission.thread_store import ThreadStore
 
@@ -32,24 +29,13 @@ IDS = {
 }
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
-    if request.param == "postgres":
-        with fresh_postgres_database() as url:
-            async for opened in _open(Settings(data_dir=tmp_path, database_url=url)):
-                yield opened
-    else:
-        async for opened in _open(Settings(data_dir=tmp_path)):
-            yield opened
-
-
-async def _open(settings: Settings) -> AsyncIterator[ThreadStore]:
-    store = ThreadStore(create_engine(settings.sqlalchemy_url("admission")))
-    await migrate_to_head(store.engine)
-    for name, metadata in THREADS.items():
-        await store.create_thread(IDS[name], metadata, "raise", metadata["owner"])
-    yield store
-    await store.engine.dispose()
+    async with admission_stores(tmp_path, request.param) as opened:
+        store = opened.threads
+        for name, metadata in THREADS.items():
+            await store.create_thread(IDS[name], metadata, "raise", metadata["owner"])
+        yield store
 
 
 async def visible(store: ThreadStore, auth: dict[str, Any]) -> set[str]:

@@ -10,41 +10,28 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from tests.admission_stores import AdmissionStores as Stores
+from tests.admission_stores import admission_stores
 from waybill.common import codec
 from waybill.common.background import DUE_MARGIN_SECONDS
-from waybill.common.settings import Settings
-from waybill.common.sql import create_engine
 from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
 from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
-from waybill.services.admission.leases import Lease, LeaseStore
+from waybill.services.admission.leases import Lease
 from waybill.services.admission.records import RunRecord
-from waybill.services.admission.run_store import RunStore
-from waybill.services.admission.schema import migrate_to_head
-from waybill.services.admission.thread_store import ThreadStore
 from waybill.v1 import admission_pb2
 
 pytestmark = pytest.mark.timeout(60)
 
 
-@dataclass
-class Stores:
-    runs: RunStore  # where runs are admitted
-    leases: LeaseStore  # what the dispatcher claims from
-
-
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Stores]:
-    engine = create_engine(Settings(data_dir=tmp_path).sqlalchemy_url("admission"))
-    threads = ThreadStore(engine)  # first: it registers SQLite's functions per connection
-    await migrate_to_head(engine)
-    yield Stores(RunStore(threads), LeaseStore(engine, 0.0))
-    await engine.dispose()
+    async with admission_stores(tmp_path) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from tests.stacks import fresh_postgres_database
+from tests.admission_stores import BACKENDS, admission_stores
+from tests.admission_stores import AdmissionStores as Stores
 from waybill.common import codec
-from waybill.common.settings import Settings
-from waybill.common.sql import create_engine
 from waybill.common.statuses import (
     DEFAULT_MULTITASK_STRATEGY,
     TERMINAL_RUN_STATUSES,
@@ -24,43 +22,19 @@ from waybill.common.statuses import (
 )
 from waybill.services.admission.leases import (
     RUN_TRANSITIONS,
-    LeaseStore,
     allowed_sources,
 )
 from waybill.services.admission.records import RunEnd, RunRecord
-from waybill.services.admission.run_store import RunStore
-from waybill.services.admission.schema import migrate_to_head
 from waybill.services.admission.tables import threads
-from waybill.services.admission.thread_store import ThreadStore
 
 LEASE = 30.0
 MAX_ATTEMPTS = 3
 
 
-@dataclass
-class Stores:
-    threads: ThreadStore
-    runs: RunStore
-    leases: LeaseStore
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=BACKENDS)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    if request.param == "postgres":
-        with fresh_postgres_database() as url:
-            async for opened in _open(Settings(data_dir=tmp_path, database_url=url)):
-                yield opened
-    else:
-        async for opened in _open(Settings(data_dir=tmp_path)):
-            yield opened
-
-
-async def _open(settings: Settings) -> AsyncIterator[Stores]:
-    engine = create_engine(settings.sqlalchemy_url("admission"))
-    thread_store = ThreadStore(engine)
-    await migrate_to_head(engine)
-    yield Stores(thread_store, RunStore(thread_store), LeaseStore(engine, 0.0))
-    await engine.dispose()
+    async with admission_stores(tmp_path, request.param) as opened:
+        yield opened
 
 
 async def admitted(stores: Stores) -> RunRecord:

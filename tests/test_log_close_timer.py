@@ -13,13 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.admission_stores import admission_stores
 from tests.stacks import free_port
 from waybill.common.background import DUE_MARGIN_SECONDS
-from waybill.common.settings import Settings
-from waybill.common.sql import create_engine
 from waybill.services.admission.log_closes import LogCloser, LogCloseStore, owe_close
-from waybill.services.admission.schema import migrate_to_head
-from waybill.services.admission.thread_store import ThreadStore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,15 +26,14 @@ RETRY = 30.0
 
 @pytest.fixture
 async def closer(tmp_path: Path) -> AsyncIterator[LogCloser]:
-    engine = create_engine(Settings(data_dir=tmp_path).sqlalchemy_url("admission"))
-    ThreadStore(engine)  # first: it registers SQLite's functions per connection
-    await migrate_to_head(engine)
-    journal_nowhere = f"127.0.0.1:{free_port()}"
-    started = LogCloser(LogCloseStore(engine), journal_nowhere, GRACE, RETRY, 1.0)
-    started.start()
-    yield started
-    await started.stop()
-    await engine.dispose()
+    async with admission_stores(tmp_path) as stores:
+        journal_nowhere = f"127.0.0.1:{free_port()}"
+        started = LogCloser(
+            LogCloseStore(stores.threads.engine), journal_nowhere, GRACE, RETRY, 1.0
+        )
+        started.start()
+        yield started
+        await started.stop()
 
 
 async def asleep(closer: LogCloser) -> None:

@@ -1,0 +1,45 @@
+"""Admission's stores opened directly on a migrated database, for the tests of its
+state machine, timers and filters (no services): a SQLite file, or a fresh
+Postgres database dropped afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.stacks import fresh_postgres_database
+from waybill.common.settings import Settings
+from waybill.common.sql import create_engine
+from waybill.services.admission.leases import LeaseStore
+from waybill.services.admission.run_store import RunStore
+from waybill.services.admission.schema import migrate_to_head
+from waybill.services.admission.thread_store import ThreadStore
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@dataclass
+class AdmissionStores:
+    threads: ThreadStore
+    runs: RunStore  # where runs are admitted
+    leases: LeaseStore  # what the dispatcher claims from
+
+
+@contextlib.asynccontextmanager
+async def admission_stores(
+    tmp_path: Path, backend: str = "sqlite", log_close_grace: float = 0.0
+) -> AsyncIterator[AdmissionStores]:
+    with contextlib.ExitStack() as databases:
+        database_url = (
+            databases.enter_context(fresh_postgres_database()) if backend == "postgres" else None
+        )
+        settings = Settings(data_dir=tmp_path, database_url=database_url)
+        engine = create_engine(settings.sqlalchemy_url("admission"))
+        threads = ThreadStore(engine)  # first: it registers SQLite's functions per connection
+        await migrate_to_head(engine)
+        try:
+            yield AdmissionStores(threads, RunStore(threads), LeaseStore(engine, log_close_grace))
+        finally:
+            await engine.dispose()
