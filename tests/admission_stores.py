@@ -5,14 +5,19 @@ Postgres database dropped afterwards."""
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from tests.stacks import fresh_postgres_database
+from waybill.common import codec
 from waybill.common.settings import Settings
 from waybill.common.sql import create_engine
+from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
 from waybill.services.admission.leases import LeaseStore
+from waybill.services.admission.records import RunRecord
 from waybill.services.admission.run_store import RunStore
 from waybill.services.admission.schema import migrate_to_head
 from waybill.services.admission.thread_store import ThreadStore
@@ -43,3 +48,20 @@ async def admission_stores(
             yield AdmissionStores(threads, RunStore(threads), LeaseStore(engine, log_close_grace))
         finally:
             await engine.dispose()
+
+
+def a_pending_run(after_seconds: float = 0.0) -> RunRecord:
+    """A run as StartRun checks it, on a fresh thread, not stored yet."""
+    now = codec.now_utc()
+    return RunRecord(
+        run_id=str(uuid.uuid4()),
+        thread_id=str(uuid.uuid4()),
+        assistant_id=str(uuid.uuid4()),
+        graph_id="lead_agent",
+        status=RunStatus.PENDING,
+        multitask_strategy=DEFAULT_MULTITASK_STRATEGY,
+        metadata={},
+        kwargs={},
+        created_at=now + timedelta(seconds=after_seconds),  # as admission stores a delay
+        updated_at=now,
+    )

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.admission_stores import AdmissionStores as Stores
-from tests.admission_stores import admission_stores
-from waybill.common import codec
+from tests.admission_stores import a_pending_run, admission_stores
 from waybill.common.background import DUE_MARGIN_SECONDS
-from waybill.common.statuses import DEFAULT_MULTITASK_STRATEGY, RunStatus
 from waybill.services.admission.dispatch import RunnerConnection, RunnerPool
 from waybill.services.admission.leases import Lease
 from waybill.services.admission.records import RunRecord
@@ -50,26 +46,10 @@ def started_pool(pools: list[RunnerPool], store: Stores, lease: float) -> Runner
     return pool
 
 
-def a_run(after_seconds: float = 0.0) -> RunRecord:
-    now = codec.now_utc()
-    return RunRecord(
-        run_id=str(uuid.uuid4()),
-        thread_id=str(uuid.uuid4()),
-        assistant_id=str(uuid.uuid4()),
-        graph_id="agent",
-        status=RunStatus.PENDING,
-        multitask_strategy=DEFAULT_MULTITASK_STRATEGY,
-        metadata={},
-        kwargs={},
-        created_at=now + timedelta(seconds=after_seconds),  # as admission stores a delay
-        updated_at=now,
-    )
-
-
 async def admitted(
     store: Stores, after_seconds: float = 0.0, lease: Lease | None = None
 ) -> RunRecord:
-    return await store.runs.admit_run(a_run(after_seconds), "create", lease=lease)
+    return await store.runs.admit_run(a_pending_run(after_seconds), "create", lease=lease)
 
 
 async def next_run_for(runner: RunnerConnection, seconds: float) -> admission_pb2.WorkAssignment:
@@ -181,7 +161,7 @@ async def test_a_run_leased_at_admit_sets_an_alarm_and_no_pass(
     runner = pool.connect("runner-a", 2)
     await until_asleep(pool)
     assert pool.loop.wakes_at is None  # nothing leased or delayed: it sleeps until woken
-    run = a_run()
+    run = a_pending_run()
     assert pool.reserve_slot(run.run_id) is runner
     await store.runs.admit_run(run, "create", lease=Lease(runner.runner_id, pool.lease_seconds))
     leased_at = time.monotonic()
@@ -224,7 +204,7 @@ async def test_a_run_leased_at_admit_during_a_pass_makes_another_pass(
     pool.loop.run_pass = held_pass
     pool.wake()
     await in_pass.wait()
-    run = a_run()
+    run = a_pending_run()
     pool.reserve_slot(run.run_id)
     await store.runs.admit_run(run, "create", lease=Lease(runner.runner_id, pool.lease_seconds))
     pool.leased_at_admit()

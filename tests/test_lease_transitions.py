@@ -4,18 +4,15 @@ write the transition table forbids (a stale epoch, another runner, an ended run)
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from tests.admission_stores import BACKENDS, admission_stores
+from tests.admission_stores import BACKENDS, a_pending_run, admission_stores
 from tests.admission_stores import AdmissionStores as Stores
-from waybill.common import codec
 from waybill.common.statuses import (
-    DEFAULT_MULTITASK_STRATEGY,
     TERMINAL_RUN_STATUSES,
     RunStatus,
     ThreadStatus,
@@ -39,20 +36,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 async def admitted(stores: Stores) -> RunRecord:
     """A pending run on a fresh thread, as StartRun stores it (no runner here)."""
-    now = codec.now_utc()
-    run = RunRecord(
-        run_id=str(uuid.uuid4()),
-        thread_id=str(uuid.uuid4()),
-        assistant_id=str(uuid.uuid4()),
-        graph_id="lead_agent",
-        status=RunStatus.PENDING,
-        multitask_strategy=DEFAULT_MULTITASK_STRATEGY,
-        metadata={},
-        kwargs={},
-        created_at=now,
-        updated_at=now,
-    )
-    return await stores.runs.admit_run(run, "create")
+    return await stores.runs.admit_run(a_pending_run(), "create")
 
 
 async def stored(stores: Stores, run: RunRecord) -> RunRecord:
