@@ -14,7 +14,6 @@ from typing import Any
 
 from waybill.common import codec
 from waybill.common.errors import forbidden, invalid, not_found
-from waybill.common.grpc_server import translate_errors
 from waybill.common.identity import (
     LOCAL_USER,
     Principal,
@@ -105,7 +104,6 @@ class CronRpcs:
         run, _ = await self.intake.check(_probe(cron), caller, auth_filters(context))
         cron.assistant_id = run.assistant_id
 
-    @translate_errors
     async def CreateCron(self, request, context):  # type: ignore[no-untyped-def]
         caller = caller_of(context) or LOCAL_USER
         now = self.clock.now()
@@ -141,12 +139,10 @@ class CronRpcs:
         self._wake_scheduler()
         return cron.to_proto()
 
-    @translate_errors
     async def GetCron(self, request, context):  # type: ignore[no-untyped-def]
         cron = await self.cron_store.get(request.cron_id, owner_filter(context), _crons(context))
         return cron.to_proto()
 
-    @translate_errors
     async def PatchCron(self, request, context):  # type: ignore[no-untyped-def]
         owner, auth = owner_filter(context), _crons(context)
         cron = await self.cron_store.get(request.cron_id, owner, auth)
@@ -181,12 +177,10 @@ class CronRpcs:
             cron.enabled, changed = request.enabled, True
         return changed
 
-    @translate_errors
     async def DeleteCron(self, request, context):  # type: ignore[no-untyped-def]
         await self.cron_store.delete(request.cron_id, owner_filter(context), _crons(context))
         return admission_pb2.DeleteCronResponse()
 
-    @translate_errors
     async def SearchCrons(self, request, context):  # type: ignore[no-untyped-def]
         limit = request.limit or 10
         if not 1 <= limit <= 1000:
@@ -205,7 +199,6 @@ class CronRpcs:
         )
         return admission_pb2.SearchCronsResponse(crons=[cron.to_proto() for cron in found])
 
-    @translate_errors
     async def CountCrons(self, request, context):  # type: ignore[no-untyped-def]
         count = await self.cron_store.count(
             self._cron_query(request), owner_filter(context), _crons(context)

@@ -12,7 +12,6 @@ import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import translate_errors
 from waybill.common.statuses import TERMINAL_RUN_STATUSES
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
@@ -77,7 +76,6 @@ class RunnerRpcs:
         finally:
             connection.outbox.put_nowait(None)
 
-    @translate_errors
     async def BeginRun(self, request, context):  # type: ignore[no-untyped-def]
         with run_span("admission.begin", request.run_id, epoch=request.epoch):
             started, reason = await self.leases.begin_run(
@@ -92,7 +90,6 @@ class RunnerRpcs:
             metrics.STALE_EPOCH_REFUSED.labels("begin").inc()
         return admission_pb2.BeginRunResponse(started=started, reason=reason)
 
-    @translate_errors
     async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
         if status not in TERMINAL_RUN_STATUSES:

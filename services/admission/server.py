@@ -11,7 +11,7 @@ from typing import Any
 
 from waybill.common import codec
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import acting_user, auth_filter, auth_filters, caller_of, owner_filter
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.settings import Settings, get_settings
@@ -78,17 +78,14 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     # ---- runs ----------------------------------------------------------------
 
-    @translate_errors
     async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
         run = await self.intake.start(request, caller_of(context), auth_filters(context))
         return run.to_proto()
 
-    @translate_errors
     async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
         runs = await self.intake.start_many(request.runs, caller_of(context), auth_filters(context))
         return admission_pb2.StartRunsResponse(runs=[run.to_proto() for run in runs])
 
-    @translate_errors
     async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
         record = await self.runs.get_run(
             checked_thread_id(request.thread_id),
@@ -98,7 +95,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return record.to_proto()
 
-    @translate_errors
     async def ListRuns(self, request, context):  # type: ignore[no-untyped-def]
         status = codec.RUN_STATUS_NAMES.get(request.status)
         records = await self.runs.list_runs(
@@ -111,7 +107,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
 
-    @translate_errors
     async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
         await self.runs.delete_run(
             checked_thread_id(request.thread_id),
@@ -123,7 +118,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     # ---- assistants ------------------------------------------------------------
 
-    @translate_errors
     async def SearchAssistants(self, request, context):  # type: ignore[no-untyped-def]
         limit, offset = page(request.limit, request.offset)
         sort_by = request.sort_by or "created_at"
@@ -138,7 +132,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             assistants=[a.to_proto() for a in found], has_more=has_more
         )
 
-    @translate_errors
     async def CountAssistants(self, request, context):  # type: ignore[no-untyped-def]
         count = await self.assistants.count(self._assistant_filter(request, context))
         return admission_pb2.CountAssistantsResponse(count=count)
@@ -148,12 +141,10 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return self.assistants.filter(request.graph_id, metadata, request.name, auth, owner)
 
-    @translate_errors
     async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return (await self.assistants.get(request.assistant_id, auth, owner)).to_proto()
 
-    @translate_errors
     async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
         if_exists = request.if_exists or "raise"
         if if_exists not in ("raise", "do_nothing"):
@@ -172,7 +163,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return (await self.assistants.create(draft, auth, owner)).to_proto()
 
-    @translate_errors
     async def PatchAssistant(self, request, context):  # type: ignore[no-untyped-def]
         changes = AssistantChanges(
             graph_id=request.graph_id or None,
@@ -188,13 +178,11 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         patched = await self.assistants.patch(request.assistant_id, changes, auth, owner)
         return patched.to_proto()
 
-    @translate_errors
     async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         await self.assistants.delete(request.assistant_id, auth, owner)
         return admission_pb2.DeleteAssistantResponse()
 
-    @translate_errors
     async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
         limit, offset = page(request.limit, request.offset)
         metadata = json_object(request.metadata_json, "metadata")
@@ -204,7 +192,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
 
-    @translate_errors
     async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
         if request.version < 1:
             raise invalid("version must be a positive integer.")
@@ -212,7 +199,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         found = await self.assistants.set_latest(request.assistant_id, request.version, auth, owner)
         return found.to_proto()
 
-    @translate_errors
     async def CancelRun(self, request, context):  # type: ignore[no-untyped-def]
         action = request.action or CancelAction.INTERRUPT
         if action not in CANCEL_ACTIONS:
@@ -230,7 +216,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return run.to_proto()
 
-    @translate_errors
     async def CancelRuns(self, request, context):  # type: ignore[no-untyped-def]
         action = one_of(request.action or CancelAction.INTERRUPT, "action", CANCEL_ACTIONS)
         thread_id, run_ids, status = request.thread_id, list(request.run_ids), request.status
@@ -254,7 +239,6 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
                 self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return admission_pb2.CancelRunsResponse(runs=[run.to_proto() for run in runs])
 
-    @translate_errors
     async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
         return await token_usage(self.threads, request, caller_of(context), threads_filter(context))
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from waybill.common import codec
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import translate_errors
 from waybill.common.identity import acting_user, owner_filter
 from waybill.common.secret_scan import refuse_secrets
 from waybill.common.statuses import ThreadStatus
@@ -57,7 +56,6 @@ class ThreadRpcs:
     threads: ThreadStore
     removal: ThreadRemoval
 
-    @translate_errors
     async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
         thread_id = checked_thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
         metadata = json_object(request.metadata_json, "metadata")
@@ -67,14 +65,12 @@ class ThreadRpcs:
         record = await self.threads.create_thread(thread_id, metadata, if_exists, owner_id)
         return record.to_proto()
 
-    @translate_errors
     async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
         record = await self.threads.get_thread(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return record.to_proto()
 
-    @translate_errors
     async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
         metadata = json_object(request.metadata_json, "metadata")
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
@@ -86,7 +82,6 @@ class ThreadRpcs:
         )
         return record.to_proto()
 
-    @translate_errors
     async def RecordThreadState(self, request, context):  # type: ignore[no-untyped-def]
         if request.status not in (ThreadStatus.IDLE, ThreadStatus.INTERRUPTED):
             raise invalid(f"status must be idle or interrupted (got '{request.status}').")
@@ -99,14 +94,12 @@ class ThreadRpcs:
         )
         return record.to_proto()
 
-    @translate_errors
     async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
         run_ids = await self.removal.delete(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
 
-    @translate_errors
     async def SearchThreads(self, request, context):  # type: ignore[no-untyped-def]
         query = _search_query(request)
         limit, offset = page(request.limit, request.offset)
@@ -115,7 +108,6 @@ class ThreadRpcs:
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
-    @translate_errors
     async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
         count = await self.threads.count_threads(
             _thread_query(request), owner_filter(context), threads_filter(context)
