@@ -94,7 +94,7 @@ class LogCloseStore:
     async def next_due(self) -> datetime | None:
         async with self.engine.connect() as conn:
             found = await conn.execute(select(func.min(log_closes.c.close_at)))
-            return found.scalar()  # type: ignore[no-any-return]
+            return found.scalar()
 
 
 class LogCloser:

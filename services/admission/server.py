@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+
+import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid
@@ -46,7 +47,7 @@ from waybill.services.admission.thread_store import ThreadStore
 from waybill.services.admission.thread_ttl import ThreadSweeper, thread_ttl
 from waybill.services.admission.usage_rpcs import token_usage
 from waybill.services.admission.wakeups import WakeupListener
-from waybill.v1 import admission_pb2, admission_pb2_grpc
+from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.admission")
 
@@ -78,15 +79,21 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     # ---- runs ----------------------------------------------------------------
 
-    async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def StartRun(
+        self, request: admission_pb2.StartRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Run:
         run = await self.intake.start(request, caller_of(context), auth_filters(context))
         return run.to_proto()
 
-    async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
+    async def StartRuns(
+        self, request: admission_pb2.StartRunsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.StartRunsResponse:
         runs = await self.intake.start_many(request.runs, caller_of(context), auth_filters(context))
         return admission_pb2.StartRunsResponse(runs=[run.to_proto() for run in runs])
 
-    async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetRun(
+        self, request: admission_pb2.GetRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Run:
         record = await self.runs.get_run(
             checked_thread_id(request.thread_id),
             request.run_id,
@@ -95,7 +102,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return record.to_proto()
 
-    async def ListRuns(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListRuns(
+        self, request: admission_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.ListRunsResponse:
         status = codec.RUN_STATUS_NAMES.get(request.status)
         records = await self.runs.list_runs(
             checked_thread_id(request.thread_id),
@@ -107,7 +116,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
 
-    async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteRun(
+        self, request: admission_pb2.GetRunRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteRunResponse:
         await self.runs.delete_run(
             checked_thread_id(request.thread_id),
             request.run_id,
@@ -118,7 +129,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     # ---- assistants ------------------------------------------------------------
 
-    async def SearchAssistants(self, request, context):  # type: ignore[no-untyped-def]
+    async def SearchAssistants(
+        self, request: admission_pb2.SearchAssistantsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.SearchAssistantsResponse:
         limit, offset = page(request.limit, request.offset)
         sort_by = request.sort_by or "created_at"
         if sort_by not in SORTABLE:
@@ -132,20 +145,30 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             assistants=[a.to_proto() for a in found], has_more=has_more
         )
 
-    async def CountAssistants(self, request, context):  # type: ignore[no-untyped-def]
+    async def CountAssistants(
+        self, request: admission_pb2.CountAssistantsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CountAssistantsResponse:
         count = await self.assistants.count(self._assistant_filter(request, context))
         return admission_pb2.CountAssistantsResponse(count=count)
 
-    def _assistant_filter(self, request: Any, context: Any) -> AssistantFilter:
+    def _assistant_filter(
+        self,
+        request: admission_pb2.SearchAssistantsRequest | admission_pb2.CountAssistantsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> AssistantFilter:
         metadata = json_object(request.metadata_json, "metadata")
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return self.assistants.filter(request.graph_id, metadata, request.name, auth, owner)
 
-    async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetAssistant(
+        self, request: admission_pb2.GetAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Assistant:
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return (await self.assistants.get(request.assistant_id, auth, owner)).to_proto()
 
-    async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateAssistant(
+        self, request: admission_pb2.CreateAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Assistant:
         if_exists = request.if_exists or "raise"
         if if_exists not in ("raise", "do_nothing"):
             raise invalid("if_exists must be raise or do_nothing.")
@@ -163,7 +186,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return (await self.assistants.create(draft, auth, owner)).to_proto()
 
-    async def PatchAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def PatchAssistant(
+        self, request: admission_pb2.PatchAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Assistant:
         changes = AssistantChanges(
             graph_id=request.graph_id or None,
             config=json_object(request.config_json, "config"),
@@ -178,12 +203,16 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         patched = await self.assistants.patch(request.assistant_id, changes, auth, owner)
         return patched.to_proto()
 
-    async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteAssistant(
+        self, request: admission_pb2.DeleteAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteAssistantResponse:
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         await self.assistants.delete(request.assistant_id, auth, owner)
         return admission_pb2.DeleteAssistantResponse()
 
-    async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListAssistantVersions(
+        self, request: admission_pb2.ListAssistantVersionsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.ListAssistantVersionsResponse:
         limit, offset = page(request.limit, request.offset)
         metadata = json_object(request.metadata_json, "metadata")
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
@@ -192,14 +221,20 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
 
-    async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
+    async def SetLatestAssistantVersion(
+        self,
+        request: admission_pb2.SetLatestAssistantVersionRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admission_pb2.Assistant:
         if request.version < 1:
             raise invalid("version must be a positive integer.")
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         found = await self.assistants.set_latest(request.assistant_id, request.version, auth, owner)
         return found.to_proto()
 
-    async def CancelRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelRun(
+        self, request: admission_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Run:
         action = request.action or CancelAction.INTERRUPT
         if action not in CANCEL_ACTIONS:
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
@@ -216,7 +251,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return run.to_proto()
 
-    async def CancelRuns(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelRuns(
+        self, request: admission_pb2.CancelRunsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CancelRunsResponse:
         action = one_of(request.action or CancelAction.INTERRUPT, "action", CANCEL_ACTIONS)
         thread_id, run_ids, status = request.thread_id, list(request.run_ids), request.status
         if status:
@@ -239,7 +276,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
                 self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return admission_pb2.CancelRunsResponse(runs=[run.to_proto() for run in runs])
 
-    async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetTokenUsage(
+        self, request: admission_pb2.GetTokenUsageRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.TokenUsage:
         return await token_usage(self.threads, request, caller_of(context), threads_filter(context))
 
 

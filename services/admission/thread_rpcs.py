@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+
+import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid
@@ -25,10 +26,12 @@ from waybill.services.admission.thread_queries import (
 )
 from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_store import ThreadStore
-from waybill.v1 import admission_pb2
+from waybill.v1 import admission_pb2, common_pb2
 
 
-def _thread_query(request: Any) -> ThreadQuery:
+def _thread_query(
+    request: admission_pb2.SearchThreadsRequest | admission_pb2.CountThreadsRequest,
+) -> ThreadQuery:
     """The filters of a SearchThreads or CountThreads request, checked."""
     query = ThreadQuery(
         metadata=json_object(request.metadata_json, "metadata"),
@@ -56,7 +59,9 @@ class ThreadRpcs:
     threads: ThreadStore
     removal: ThreadRemoval
 
-    async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateThread(
+        self, request: admission_pb2.CreateThreadRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         thread_id = checked_thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
         metadata = json_object(request.metadata_json, "metadata")
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
@@ -65,13 +70,17 @@ class ThreadRpcs:
         record = await self.threads.create_thread(thread_id, metadata, if_exists, owner_id)
         return record.to_proto()
 
-    async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetThread(
+        self, request: admission_pb2.GetThreadRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         record = await self.threads.get_thread(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return record.to_proto()
 
-    async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def PatchThread(
+        self, request: admission_pb2.PatchThreadRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         metadata = json_object(request.metadata_json, "metadata")
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
         record = await self.threads.patch_thread(
@@ -82,7 +91,9 @@ class ThreadRpcs:
         )
         return record.to_proto()
 
-    async def RecordThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def RecordThreadState(
+        self, request: admission_pb2.RecordThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         if request.status not in (ThreadStatus.IDLE, ThreadStatus.INTERRUPTED):
             raise invalid(f"status must be idle or interrupted (got '{request.status}').")
         record = await self.threads.record_thread_state(
@@ -94,13 +105,17 @@ class ThreadRpcs:
         )
         return record.to_proto()
 
-    async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteThread(
+        self, request: admission_pb2.DeleteThreadRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteThreadResponse:
         run_ids = await self.removal.delete(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
 
-    async def SearchThreads(self, request, context):  # type: ignore[no-untyped-def]
+    async def SearchThreads(
+        self, request: admission_pb2.SearchThreadsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.SearchThreadsResponse:
         query = _search_query(request)
         limit, offset = page(request.limit, request.offset)
         records = await self.threads.search_threads(
@@ -108,7 +123,9 @@ class ThreadRpcs:
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
-    async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
+    async def CountThreads(
+        self, request: admission_pb2.CountThreadsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CountThreadsResponse:
         count = await self.threads.count_threads(
             _thread_query(request), owner_filter(context), threads_filter(context)
         )
