@@ -44,7 +44,7 @@ from waybill.services.admission.schema import SCHEMA
 from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_rpcs import ThreadRpcs
 from waybill.services.admission.thread_store import ThreadStore
-from waybill.services.admission.thread_ttl import ThreadSweeper, thread_ttl
+from waybill.services.admission.thread_ttl import thread_sweep_loop, thread_ttl
 from waybill.services.admission.usage_rpcs import token_usage
 from waybill.services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
@@ -327,7 +327,7 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
-    sweeper = ThreadSweeper(threads, removal.remove, expiry) if expiry else None
+    sweeper = thread_sweep_loop(threads, removal.remove, expiry) if expiry else None
     if sweeper is not None:
         sweeper.start()
     listener = None
