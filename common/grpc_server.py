@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import grpc
 import uvloop
@@ -40,7 +39,6 @@ SCHEMA_EXIT_CODE = 3
 PEER_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 Behavior = Callable[..., Any]
-F = TypeVar("F", bound=Behavior)
 
 
 class ErrorStatuses(grpc.aio.ServerInterceptor):
@@ -96,7 +94,7 @@ def _translated_handler(handler: grpc.RpcMethodHandler, method: str) -> grpc.Rpc
 def _translating(behavior: Behavior, name: str) -> Behavior:
     """`behavior` answering its failures as `ErrorStatuses` says; a synchronous one
     (gRPC's UNIMPLEMENTED default of a method no servicer defines) as it is. The
-    arguments end with the call's context (`translate_errors` has `self` first)."""
+    arguments end with the call's context."""
     if inspect.isasyncgenfunction(behavior):
 
         async def streaming(*args: Any) -> AsyncIterator[Any]:
@@ -124,21 +122,13 @@ def _translating(behavior: Behavior, name: str) -> Behavior:
     return behavior
 
 
-def translate_errors(handler: F) -> F:
-    """The same translation for one servicer method. `ErrorStatuses` does it for
-    every method of every service; this stays only until admission's servicer drops
-    it (translating twice is harmless: an aborted call passes through unchanged)."""
-    translated = _translating(handler, handler.__qualname__)
-    return cast(F, functools.wraps(handler)(translated))
-
-
 async def _abort_for(error: Exception, context: Any, method: str) -> None:
     """Abort the call with the status `error` stands for; returns only when the error
     should propagate as it is (the caller re-raises it)."""
     if isinstance(error, ServiceError):
         await context.abort(error.code, error.message)
     elif isinstance(error, grpc.aio.AbortError):
-        return  # the handler (or a translation inside it) aborted with a status already
+        return  # the handler aborted with a status of its own choosing already
     elif isinstance(error, grpc.aio.AioRpcError):
         await _abort_if_peer_down(context, error)
     else:

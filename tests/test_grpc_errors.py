@@ -2,8 +2,7 @@
 message; a peer that could not be reached is UNAVAILABLE; anything unexpected is
 INTERNAL with a plain message, never gRPC's "Unexpected <class …>" with the
 exception and its server paths. One interceptor (`ErrorStatuses`, on every server
-`new_server` builds) does it for every method, unary or streaming; a method still
-wearing the old `translate_errors` decorator answers exactly the same."""
+`new_server` builds) does it for every method, unary or streaming."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import pytest
 
 from tests.stacks import free_port
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import new_server, translate_errors
+from waybill.common.grpc_server import new_server
 from waybill.services.runner.frames import RunnerFailure, as_reported
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
@@ -73,19 +72,6 @@ UNARY = ("Refuse", "Crash", "AskPeer", "Deny")
 UNARY_STREAM = ("CrashMidStream", "RefuseMidStream")
 
 
-class Decorated(Failing):
-    """The same methods under the old decorator as well: translated twice."""
-
-    Refuse = translate_errors(Failing.Refuse)
-    Crash = translate_errors(Failing.Crash)
-    AskPeer = translate_errors(Failing.AskPeer)
-    Deny = translate_errors(Failing.Deny)
-    CrashMidStream = translate_errors(Failing.CrashMidStream)
-    RefuseMidStream = translate_errors(Failing.RefuseMidStream)
-    CrashReadingStream = translate_errors(Failing.CrashReadingStream)
-    RefuseInBothStreams = translate_errors(Failing.RefuseInBothStreams)
-
-
 def _handlers(servicer: Failing) -> dict[str, grpc.RpcMethodHandler]:
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(getattr(servicer, name)) for name in UNARY
@@ -101,11 +87,11 @@ def _handlers(servicer: Failing) -> dict[str, grpc.RpcMethodHandler]:
     return handlers
 
 
-@pytest.fixture(params=[Failing, Decorated], ids=["interceptor", "interceptor+decorator"])
-async def failing_server(request: pytest.FixtureRequest) -> AsyncIterator[grpc.aio.Channel]:
+@pytest.fixture
+async def failing_server() -> AsyncIterator[grpc.aio.Channel]:
     server = new_server()
     server.add_generic_rpc_handlers(
-        [grpc.method_handlers_generic_handler(SERVICE, _handlers(request.param()))]
+        [grpc.method_handlers_generic_handler(SERVICE, _handlers(Failing()))]
     )
     address = f"127.0.0.1:{free_port()}"
     server.add_insecure_port(address)
@@ -158,7 +144,7 @@ async def test_an_unexpected_failure_is_internal_logged_and_names_no_class_or_pa
         error = await _refusal(failing_server.unary_unary(f"/{SERVICE}/Crash")(b""))
     _assert_plain_internal(error, "Failing.Crash")
     logged = [r for r in caplog.records if r.getMessage() == "Failing.Crash failed"]
-    assert len(logged) == 1, "logged once, even when translated twice"
+    assert len(logged) == 1, "logged once"
     assert logged[0].exc_info is not None and "exploded" in str(logged[0].exc_info[1])
 
     stream = failing_server.unary_stream(f"/{SERVICE}/CrashMidStream")(b"")

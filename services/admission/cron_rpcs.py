@@ -12,9 +12,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import grpc
+
 from waybill.common import codec
 from waybill.common.errors import forbidden, invalid, not_found
-from waybill.common.grpc_server import translate_errors
 from waybill.common.identity import (
     LOCAL_USER,
     Principal,
@@ -92,7 +93,9 @@ class CronRpcs:
         if self.scheduler is not None:
             self.scheduler.wake()
 
-    async def _checked(self, cron: CronRecord, caller: Principal | None, context: Any) -> None:
+    async def _checked(
+        self, cron: CronRecord, caller: Principal | None, context: grpc.aio.ServicerContext
+    ) -> None:
         """Every StartRun rule on the payload, for the caller (and the project's auth
         filters on its thread and assistant); fixes the assistant's id."""
         if caller is not None and not caller.allows("runs:create"):
@@ -105,8 +108,9 @@ class CronRpcs:
         run, _ = await self.intake.check(_probe(cron), caller, auth_filters(context))
         cron.assistant_id = run.assistant_id
 
-    @translate_errors
-    async def CreateCron(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateCron(
+        self, request: admission_pb2.CreateCronRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Cron:
         caller = caller_of(context) or LOCAL_USER
         now = self.clock.now()
         schedule = checked_schedule(request.schedule, request.timezone, request.end_time, now)
@@ -141,13 +145,15 @@ class CronRpcs:
         self._wake_scheduler()
         return cron.to_proto()
 
-    @translate_errors
-    async def GetCron(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetCron(
+        self, request: admission_pb2.GetCronRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Cron:
         cron = await self.cron_store.get(request.cron_id, owner_filter(context), _crons(context))
         return cron.to_proto()
 
-    @translate_errors
-    async def PatchCron(self, request, context):  # type: ignore[no-untyped-def]
+    async def PatchCron(
+        self, request: admission_pb2.PatchCronRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Cron:
         owner, auth = owner_filter(context), _crons(context)
         cron = await self.cron_store.get(request.cron_id, owner, auth)
         now = self.clock.now()
@@ -166,7 +172,9 @@ class CronRpcs:
         self._wake_scheduler()
         return cron.to_proto()
 
-    def _patch_timing(self, cron: CronRecord, request: Any, now: datetime) -> bool:
+    def _patch_timing(
+        self, cron: CronRecord, request: admission_pb2.PatchCronRequest, now: datetime
+    ) -> bool:
         """Apply the schedule fields a patch gives; True when the next firing moves."""
         changed = False
         if request.HasField("schedule"):
@@ -181,13 +189,15 @@ class CronRpcs:
             cron.enabled, changed = request.enabled, True
         return changed
 
-    @translate_errors
-    async def DeleteCron(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteCron(
+        self, request: admission_pb2.GetCronRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteCronResponse:
         await self.cron_store.delete(request.cron_id, owner_filter(context), _crons(context))
         return admission_pb2.DeleteCronResponse()
 
-    @translate_errors
-    async def SearchCrons(self, request, context):  # type: ignore[no-untyped-def]
+    async def SearchCrons(
+        self, request: admission_pb2.SearchCronsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.SearchCronsResponse:
         limit = request.limit or 10
         if not 1 <= limit <= 1000:
             raise invalid("limit must be between 1 and 1000.")
@@ -205,8 +215,9 @@ class CronRpcs:
         )
         return admission_pb2.SearchCronsResponse(crons=[cron.to_proto() for cron in found])
 
-    @translate_errors
-    async def CountCrons(self, request, context):  # type: ignore[no-untyped-def]
+    async def CountCrons(
+        self, request: admission_pb2.SearchCronsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CountCronsResponse:
         count = await self.cron_store.count(
             self._cron_query(request), owner_filter(context), _crons(context)
         )
@@ -226,6 +237,6 @@ class CronRpcs:
         )
 
 
-def _crons(context: Any) -> dict[str, Any] | None:
+def _crons(context: grpc.aio.ServicerContext) -> dict[str, Any] | None:
     """The project's auth filter on crons."""
     return auth_filter(context, "crons")

@@ -20,7 +20,7 @@ from waybill.common import codec
 from waybill.common.errors import not_found
 from waybill.common.statuses import ACTIVE_RUN_STATUSES
 from waybill.services.admission.auth_filters import matches
-from waybill.services.admission.crons import CronRecord
+from waybill.services.admission.crons import CronRecord, FiringOutcome, ThreadCleanup
 from waybill.services.admission.json_filters import contains
 from waybill.services.admission.tables import cron_firings, crons, runs
 from waybill.services.admission.wakeups import crons_payload, notify
@@ -244,7 +244,7 @@ class CronStore:
                     cron_id=cron.cron_id,
                     due_at=fire_at,
                     fired_at=codec.now_utc(),
-                    outcome="claimed",
+                    outcome=FiringOutcome.CLAIMED,
                     run_id=None,
                     thread_id=cron.thread_id,
                     detail="",
@@ -268,7 +268,10 @@ class CronStore:
         statement = (
             select(crons, cron_firings.c.due_at.label("firing_due_at"))
             .join(cron_firings, cron_firings.c.cron_id == crons.c.cron_id)
-            .where(cron_firings.c.outcome == "claimed", cron_firings.c.fired_at < claimed_before)
+            .where(
+                cron_firings.c.outcome == FiringOutcome.CLAIMED,
+                cron_firings.c.fired_at < claimed_before,
+            )
             .order_by(cron_firings.c.due_at)
             .limit(limit)
         )
@@ -280,11 +283,11 @@ class CronStore:
         self,
         cron_id: str,
         due_at: datetime,
-        outcome: str,
+        outcome: FiringOutcome,
         detail: str = "",
         run_id: str | None = None,
         thread_id: str | None = None,
-        cleanup: str | None = None,
+        cleanup: ThreadCleanup | None = None,
     ) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(
@@ -319,7 +322,7 @@ class CronStore:
             select(cron_firings.c.cron_id, cron_firings.c.thread_id, cron_firings.c.due_at)
             .join(runs, runs.c.run_id == cron_firings.c.run_id, isouter=True)
             .where(
-                cron_firings.c.thread_cleanup == "pending",
+                cron_firings.c.thread_cleanup == ThreadCleanup.PENDING,
                 and_(runs.c.status.is_(None) | runs.c.status.not_in(ACTIVE_RUN_STATUSES)),
             )
             .limit(limit)
@@ -332,5 +335,5 @@ class CronStore:
             await conn.execute(
                 update(cron_firings)
                 .where(cron_firings.c.cron_id == cron_id, cron_firings.c.due_at == due_at)
-                .values(thread_cleanup="done")
+                .values(thread_cleanup=ThreadCleanup.DONE)
             )

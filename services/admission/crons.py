@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -21,6 +22,22 @@ from waybill.common.identity import Principal
 from waybill.v1 import admission_pb2
 
 ON_RUN_COMPLETED = ("delete", "keep")
+
+
+class FiringOutcome(StrEnum):
+    """What became of one due time of a cron (`cron_firings.outcome`)."""
+
+    CLAIMED = "claimed"  # a replica is firing it (left so by a crash: fired again later)
+    STARTED = "started"  # its run was admitted
+    SKIPPED = "skipped"  # the thread or the previous firing's run still busy (reject)
+    ERROR = "error"  # its run was refused otherwise (e.g. its thread was deleted)
+
+
+class ThreadCleanup(StrEnum):
+    """A fresh thread of a cron with on_run_completed=delete (`cron_firings.thread_cleanup`)."""
+
+    PENDING = "pending"  # to be deleted once the firing's run has ended
+    DONE = "done"
 
 
 def parse_time_zone(name: str) -> ZoneInfo:

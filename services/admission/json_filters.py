@@ -15,7 +15,7 @@ def contains(column: Any, wanted: dict[str, Any], is_postgres: bool) -> ColumnEl
     if not wanted:
         return true()
     if is_postgres:
-        return type_coerce(column, JSONB).contains(wanted)  # type: ignore[no-any-return]
+        return type_coerce(column, JSONB).contains(wanted)
     clauses = []
     for key, value in wanted.items():
         stored = func.json_extract(column, f'$."{key}"')

@@ -393,7 +393,7 @@ class LeaseStore:
             query = select(func.min(runs.c.lease_expires_at)).where(
                 runs.c.status.in_(ACTIVE_RUN_STATUSES), runs.c.lease_owner.is_not(None)
             )
-            return (await conn.execute(query)).scalar()  # type: ignore[no-any-return]
+            return (await conn.execute(query)).scalar()
 
     async def next_delayed_start(self) -> datetime | None:
         """When the next delayed run (`after_seconds`) becomes due, if one waits."""
@@ -403,7 +403,7 @@ class LeaseStore:
                 runs.c.cancel_action.is_(None),
                 runs.c.created_at > codec.now_utc(),
             )
-            return (await conn.execute(query)).scalar()  # type: ignore[no-any-return]
+            return (await conn.execute(query)).scalar()
 
     async def wake_replicas(self) -> None:
         """Wake every admission replica's dispatcher: a runner went away, and the

@@ -13,7 +13,7 @@ terminal write, owns the guarantee:
 | close_at passed | admission | `Journal.Close(run, epoch)` again; the row is deleted |
 
 `close_at` is the end plus `WAYBILL_LOG_CLOSE_GRACE_SECONDS`; the row and the
-status commit in one transaction (`store._end`), so no end escapes it.
+status commit in one transaction (`LeaseStore._end`, leases.py), so no end escapes it.
 
 The journal's Close is idempotent and says whether the log was still open: when
 it was, the runner never closed it, which is counted
@@ -94,7 +94,7 @@ class LogCloseStore:
     async def next_due(self) -> datetime | None:
         async with self.engine.connect() as conn:
             found = await conn.execute(select(func.min(log_closes.c.close_at)))
-            return found.scalar()  # type: ignore[no-any-return]
+            return found.scalar()
 
 
 class LogCloser:

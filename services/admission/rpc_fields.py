@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
+
 from waybill.common import codec
 from waybill.common.errors import invalid
 from waybill.common.identity import auth_filter
@@ -37,6 +39,6 @@ def one_of(value: str, field: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def threads_filter(context: Any) -> dict[str, Any] | None:
+def threads_filter(context: grpc.aio.ServicerContext) -> dict[str, Any] | None:
     """The project's auth filter on threads (runs are seen through their thread)."""
     return auth_filter(context, "threads")

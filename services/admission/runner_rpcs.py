@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import translate_errors
 from waybill.common.statuses import TERMINAL_RUN_STATUSES
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
@@ -33,8 +31,10 @@ class RunnerRpcs:
     pool: RunnerPool
     log_closer: LogCloser
 
-    async def Work(  # type: ignore[override]
-        self, request_iterator: AsyncIterator[admission_pb2.WorkRequest], context: Any
+    async def Work(
+        self,
+        request_iterator: AsyncIterator[admission_pb2.WorkRequest],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[admission_pb2.WorkAssignment]:
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("kind") != "hello":
@@ -77,8 +77,9 @@ class RunnerRpcs:
         finally:
             connection.outbox.put_nowait(None)
 
-    @translate_errors
-    async def BeginRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def BeginRun(
+        self, request: admission_pb2.BeginRunRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.BeginRunResponse:
         with run_span("admission.begin", request.run_id, epoch=request.epoch):
             started, reason = await self.leases.begin_run(
                 request.run_id, request.epoch, self.pool.max_attempts
@@ -92,8 +93,9 @@ class RunnerRpcs:
             metrics.STALE_EPOCH_REFUSED.labels("begin").inc()
         return admission_pb2.BeginRunResponse(started=started, reason=reason)
 
-    @translate_errors
-    async def FinishRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def FinishRun(
+        self, request: admission_pb2.RunFinished, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.FinishRunResponse:
         status = codec.RUN_STATUS_NAMES.get(request.status)
         if status not in TERMINAL_RUN_STATUSES:
             raise invalid(f"status must be terminal: one of {', '.join(TERMINAL_RUN_STATUSES)}.")

@@ -36,7 +36,7 @@ from waybill.common.errors import ServiceError
 from waybill.common.identity import Principal
 from waybill.common.statuses import MultitaskStrategy
 from waybill.services.admission.cron_store import CronStore
-from waybill.services.admission.crons import CronRecord
+from waybill.services.admission.crons import CronRecord, FiringOutcome, ThreadCleanup
 from waybill.services.admission.records import RunRecord
 from waybill.services.admission.schedule_clock import SystemClock
 from waybill.v1 import admission_pb2
@@ -153,7 +153,7 @@ class Scheduler:
             await self.store.record_outcome(
                 cron.cron_id,
                 due_at,
-                "skipped",
+                FiringOutcome.SKIPPED,
                 f"the previous firing's run {cron.last_run_id} is still active "
                 "(multitask_strategy=reject)",
             )
@@ -176,17 +176,21 @@ class Scheduler:
         try:
             run = await self.start_run(request, cron.acting_principal())
         except ServiceError as error:
-            outcome = "skipped" if error.code == grpc.StatusCode.ABORTED else "error"
+            outcome = (
+                FiringOutcome.SKIPPED
+                if error.code == grpc.StatusCode.ABORTED
+                else FiringOutcome.ERROR
+            )
             await self.store.record_outcome(cron.cron_id, due_at, outcome, error.message)
             return
         except Exception as error:
             log.exception("cron %s: firing due %s failed", cron.cron_id, due_at)
-            await self.store.record_outcome(cron.cron_id, due_at, "error", repr(error))
+            await self.store.record_outcome(cron.cron_id, due_at, FiringOutcome.ERROR, repr(error))
             return
         log.info("cron %s: fired its %s firing as run %s", cron.cron_id, due_at, run.run_id)
-        cleanup = "pending" if fresh and cron.on_run_completed == "delete" else None
+        cleanup = ThreadCleanup.PENDING if fresh and cron.on_run_completed == "delete" else None
         await self.store.record_outcome(
-            cron.cron_id, due_at, "started", "", run.run_id, run.thread_id, cleanup
+            cron.cron_id, due_at, FiringOutcome.STARTED, "", run.run_id, run.thread_id, cleanup
         )
         cron.last_run_id = run.run_id
 

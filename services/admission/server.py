@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+
+import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import configure_logging, run_service, serve, translate_errors
+from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import acting_user, auth_filter, auth_filters, caller_of, owner_filter
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.settings import Settings, get_settings
@@ -43,10 +44,10 @@ from waybill.services.admission.schema import SCHEMA
 from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_rpcs import ThreadRpcs
 from waybill.services.admission.thread_store import ThreadStore
-from waybill.services.admission.thread_ttl import ThreadSweeper, thread_ttl
+from waybill.services.admission.thread_ttl import thread_sweep_loop, thread_ttl
 from waybill.services.admission.usage_rpcs import token_usage
 from waybill.services.admission.wakeups import WakeupListener
-from waybill.v1 import admission_pb2, admission_pb2_grpc
+from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
 log = logging.getLogger("waybill.admission")
 
@@ -78,18 +79,21 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     # ---- runs ----------------------------------------------------------------
 
-    @translate_errors
-    async def StartRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def StartRun(
+        self, request: admission_pb2.StartRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Run:
         run = await self.intake.start(request, caller_of(context), auth_filters(context))
         return run.to_proto()
 
-    @translate_errors
-    async def StartRuns(self, request, context):  # type: ignore[no-untyped-def]
+    async def StartRuns(
+        self, request: admission_pb2.StartRunsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.StartRunsResponse:
         runs = await self.intake.start_many(request.runs, caller_of(context), auth_filters(context))
         return admission_pb2.StartRunsResponse(runs=[run.to_proto() for run in runs])
 
-    @translate_errors
-    async def GetRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetRun(
+        self, request: admission_pb2.GetRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Run:
         record = await self.runs.get_run(
             checked_thread_id(request.thread_id),
             request.run_id,
@@ -98,8 +102,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return record.to_proto()
 
-    @translate_errors
-    async def ListRuns(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListRuns(
+        self, request: admission_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.ListRunsResponse:
         status = codec.RUN_STATUS_NAMES.get(request.status)
         records = await self.runs.list_runs(
             checked_thread_id(request.thread_id),
@@ -111,8 +116,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return admission_pb2.ListRunsResponse(runs=[r.to_proto() for r in records])
 
-    @translate_errors
-    async def DeleteRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteRun(
+        self, request: admission_pb2.GetRunRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteRunResponse:
         await self.runs.delete_run(
             checked_thread_id(request.thread_id),
             request.run_id,
@@ -123,8 +129,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 
     # ---- assistants ------------------------------------------------------------
 
-    @translate_errors
-    async def SearchAssistants(self, request, context):  # type: ignore[no-untyped-def]
+    async def SearchAssistants(
+        self, request: admission_pb2.SearchAssistantsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.SearchAssistantsResponse:
         limit, offset = page(request.limit, request.offset)
         sort_by = request.sort_by or "created_at"
         if sort_by not in SORTABLE:
@@ -138,23 +145,30 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             assistants=[a.to_proto() for a in found], has_more=has_more
         )
 
-    @translate_errors
-    async def CountAssistants(self, request, context):  # type: ignore[no-untyped-def]
+    async def CountAssistants(
+        self, request: admission_pb2.CountAssistantsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CountAssistantsResponse:
         count = await self.assistants.count(self._assistant_filter(request, context))
         return admission_pb2.CountAssistantsResponse(count=count)
 
-    def _assistant_filter(self, request: Any, context: Any) -> AssistantFilter:
+    def _assistant_filter(
+        self,
+        request: admission_pb2.SearchAssistantsRequest | admission_pb2.CountAssistantsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> AssistantFilter:
         metadata = json_object(request.metadata_json, "metadata")
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return self.assistants.filter(request.graph_id, metadata, request.name, auth, owner)
 
-    @translate_errors
-    async def GetAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetAssistant(
+        self, request: admission_pb2.GetAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Assistant:
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return (await self.assistants.get(request.assistant_id, auth, owner)).to_proto()
 
-    @translate_errors
-    async def CreateAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateAssistant(
+        self, request: admission_pb2.CreateAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Assistant:
         if_exists = request.if_exists or "raise"
         if if_exists not in ("raise", "do_nothing"):
             raise invalid("if_exists must be raise or do_nothing.")
@@ -172,8 +186,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         return (await self.assistants.create(draft, auth, owner)).to_proto()
 
-    @translate_errors
-    async def PatchAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def PatchAssistant(
+        self, request: admission_pb2.PatchAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.Assistant:
         changes = AssistantChanges(
             graph_id=request.graph_id or None,
             config=json_object(request.config_json, "config"),
@@ -188,14 +203,16 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         patched = await self.assistants.patch(request.assistant_id, changes, auth, owner)
         return patched.to_proto()
 
-    @translate_errors
-    async def DeleteAssistant(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteAssistant(
+        self, request: admission_pb2.DeleteAssistantRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteAssistantResponse:
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         await self.assistants.delete(request.assistant_id, auth, owner)
         return admission_pb2.DeleteAssistantResponse()
 
-    @translate_errors
-    async def ListAssistantVersions(self, request, context):  # type: ignore[no-untyped-def]
+    async def ListAssistantVersions(
+        self, request: admission_pb2.ListAssistantVersionsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.ListAssistantVersionsResponse:
         limit, offset = page(request.limit, request.offset)
         metadata = json_object(request.metadata_json, "metadata")
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
@@ -204,16 +221,20 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         )
         return admission_pb2.ListAssistantVersionsResponse(versions=[v.to_proto() for v in found])
 
-    @translate_errors
-    async def SetLatestAssistantVersion(self, request, context):  # type: ignore[no-untyped-def]
+    async def SetLatestAssistantVersion(
+        self,
+        request: admission_pb2.SetLatestAssistantVersionRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> admission_pb2.Assistant:
         if request.version < 1:
             raise invalid("version must be a positive integer.")
         auth, owner = auth_filter(context, "assistants"), owner_filter(context)
         found = await self.assistants.set_latest(request.assistant_id, request.version, auth, owner)
         return found.to_proto()
 
-    @translate_errors
-    async def CancelRun(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelRun(
+        self, request: admission_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Run:
         action = request.action or CancelAction.INTERRUPT
         if action not in CANCEL_ACTIONS:
             raise invalid(f"action must be one of {', '.join(CANCEL_ACTIONS)}.")
@@ -230,8 +251,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return run.to_proto()
 
-    @translate_errors
-    async def CancelRuns(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelRuns(
+        self, request: admission_pb2.CancelRunsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CancelRunsResponse:
         action = one_of(request.action or CancelAction.INTERRUPT, "action", CANCEL_ACTIONS)
         thread_id, run_ids, status = request.thread_id, list(request.run_ids), request.status
         if status:
@@ -254,8 +276,9 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
                 self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
         return admission_pb2.CancelRunsResponse(runs=[run.to_proto() for run in runs])
 
-    @translate_errors
-    async def GetTokenUsage(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetTokenUsage(
+        self, request: admission_pb2.GetTokenUsageRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.TokenUsage:
         return await token_usage(self.threads, request, caller_of(context), threads_filter(context))
 
 
@@ -304,7 +327,7 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
-    sweeper = ThreadSweeper(threads, removal.remove, expiry) if expiry else None
+    sweeper = thread_sweep_loop(threads, removal.remove, expiry) if expiry else None
     if sweeper is not None:
         sweeper.start()
     listener = None

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+
+import grpc
 
 from waybill.common import codec
 from waybill.common.errors import invalid
-from waybill.common.grpc_server import translate_errors
 from waybill.common.identity import acting_user, owner_filter
 from waybill.common.secret_scan import refuse_secrets
 from waybill.common.statuses import ThreadStatus
@@ -26,10 +26,12 @@ from waybill.services.admission.thread_queries import (
 )
 from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_store import ThreadStore
-from waybill.v1 import admission_pb2
+from waybill.v1 import admission_pb2, common_pb2
 
 
-def _thread_query(request: Any) -> ThreadQuery:
+def _thread_query(
+    request: admission_pb2.SearchThreadsRequest | admission_pb2.CountThreadsRequest,
+) -> ThreadQuery:
     """The filters of a SearchThreads or CountThreads request, checked."""
     query = ThreadQuery(
         metadata=json_object(request.metadata_json, "metadata"),
@@ -57,8 +59,9 @@ class ThreadRpcs:
     threads: ThreadStore
     removal: ThreadRemoval
 
-    @translate_errors
-    async def CreateThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateThread(
+        self, request: admission_pb2.CreateThreadRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         thread_id = checked_thread_id(request.thread_id) if request.thread_id else str(uuid.uuid4())
         metadata = json_object(request.metadata_json, "metadata")
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
@@ -67,15 +70,17 @@ class ThreadRpcs:
         record = await self.threads.create_thread(thread_id, metadata, if_exists, owner_id)
         return record.to_proto()
 
-    @translate_errors
-    async def GetThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetThread(
+        self, request: admission_pb2.GetThreadRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         record = await self.threads.get_thread(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return record.to_proto()
 
-    @translate_errors
-    async def PatchThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def PatchThread(
+        self, request: admission_pb2.PatchThreadRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         metadata = json_object(request.metadata_json, "metadata")
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
         record = await self.threads.patch_thread(
@@ -86,8 +91,9 @@ class ThreadRpcs:
         )
         return record.to_proto()
 
-    @translate_errors
-    async def RecordThreadState(self, request, context):  # type: ignore[no-untyped-def]
+    async def RecordThreadState(
+        self, request: admission_pb2.RecordThreadStateRequest, context: grpc.aio.ServicerContext
+    ) -> common_pb2.Thread:
         if request.status not in (ThreadStatus.IDLE, ThreadStatus.INTERRUPTED):
             raise invalid(f"status must be idle or interrupted (got '{request.status}').")
         record = await self.threads.record_thread_state(
@@ -99,15 +105,17 @@ class ThreadRpcs:
         )
         return record.to_proto()
 
-    @translate_errors
-    async def DeleteThread(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteThread(
+        self, request: admission_pb2.DeleteThreadRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.DeleteThreadResponse:
         run_ids = await self.removal.delete(
             checked_thread_id(request.thread_id), owner_filter(context), threads_filter(context)
         )
         return admission_pb2.DeleteThreadResponse(run_ids=run_ids)
 
-    @translate_errors
-    async def SearchThreads(self, request, context):  # type: ignore[no-untyped-def]
+    async def SearchThreads(
+        self, request: admission_pb2.SearchThreadsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.SearchThreadsResponse:
         query = _search_query(request)
         limit, offset = page(request.limit, request.offset)
         records = await self.threads.search_threads(
@@ -115,8 +123,9 @@ class ThreadRpcs:
         )
         return admission_pb2.SearchThreadsResponse(threads=[r.to_proto() for r in records])
 
-    @translate_errors
-    async def CountThreads(self, request, context):  # type: ignore[no-untyped-def]
+    async def CountThreads(
+        self, request: admission_pb2.CountThreadsRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.CountThreadsResponse:
         count = await self.threads.count_threads(
             _thread_query(request), owner_filter(context), threads_filter(context)
         )

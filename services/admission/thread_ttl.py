@@ -9,8 +9,6 @@ their events and receipts, its checkpoints and workspace: `ThreadRemoval`), ever
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from typing import Any
 import grpc
 
 from waybill.common import codec
+from waybill.common.background import BackgroundLoop
 from waybill.common.errors import ServiceError
 from waybill.common.project import ProjectError
 from waybill.common.settings import Settings
@@ -83,42 +82,38 @@ def _positive(raw: dict[str, Any], key: str, default: float | None) -> float | N
     return float(value)
 
 
-class ThreadSweeper:
-    def __init__(
-        self, store: ThreadStore, remove: Callable[[str], Awaitable[None]], ttl: ThreadTTL
-    ) -> None:
-        self.store = store
-        self.remove = remove
-        self.ttl = ttl
-        self._task: asyncio.Task[None] | None = None
+async def sweep_once(
+    store: ThreadStore, remove: Callable[[str], Awaitable[None]], ttl: ThreadTTL
+) -> int:
+    """Delete the threads idle past the TTL (at most `sweep_limit`); returns how many."""
+    cutoff = codec.now_utc() - timedelta(minutes=ttl.minutes)
+    deleted = 0
+    for thread_id in await store.threads_idle_since(cutoff, ttl.sweep_limit):
+        try:
+            await remove(thread_id)
+            deleted += 1
+        except (ServiceError, grpc.aio.AioRpcError) as error:  # busy again, a peer down
+            log.warning("expired thread %s not deleted yet: %s", thread_id, error)
+    if deleted:
+        log.info("deleted %d expired threads", deleted)
+    return deleted
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="thread-ttl-sweeper")
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+def thread_sweep_loop(
+    store: ThreadStore, remove: Callable[[str], Awaitable[None]], ttl: ThreadTTL
+) -> BackgroundLoop:
+    """A sweep every `sweep_interval_minutes`, the first one that long after start;
+    a failed sweep (a database hiccup) is tried again at the next."""
+    every_seconds = ttl.sweep_minutes * 60
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.ttl.sweep_minutes * 60)
-            try:
-                await self.sweep()
-            except Exception:  # a database hiccup: the next sweep tries again
-                log.exception("thread TTL sweep failed")
+    async def sweep() -> float:
+        await sweep_once(store, remove, ttl)
+        return every_seconds
 
-    async def sweep(self) -> int:
-        """Delete the threads idle past the TTL; returns how many."""
-        cutoff = codec.now_utc() - timedelta(minutes=self.ttl.minutes)
-        deleted = 0
-        for thread_id in await self.store.threads_idle_since(cutoff, self.ttl.sweep_limit):
-            try:
-                await self.remove(thread_id)
-                deleted += 1
-            except (ServiceError, grpc.aio.AioRpcError) as error:  # busy again, a peer down
-                log.warning("expired thread %s not deleted yet: %s", thread_id, error)
-        if deleted:
-            log.info("deleted %d expired threads", deleted)
-        return deleted
+    return BackgroundLoop(
+        "thread-ttl-sweep",
+        sweep,
+        log=log,
+        retry_seconds=every_seconds,
+        first_sleep=every_seconds,
+    )
