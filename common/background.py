@@ -3,7 +3,7 @@ is due or until it is woken.
 
 Every service's standing work is one of these (dispatch and its wake-up
 listener, log closes, crons, the webhook outbox, channel polling and upkeep,
-journal retention):
+thread expiry, journal retention):
 
     async def send_due() -> float | None:   # one pass
         ...                                 # send what is due

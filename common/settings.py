@@ -384,12 +384,6 @@ class Settings(BaseSettings):
     def renew_every(self) -> float:
         return self.lease_renew_seconds or self.lease_seconds / 3
 
-    def engine(self, url: str) -> Any:
-        """The service's SQL engine for `url`, with this deployment's pool size."""
-        from waybill.common.sql import create_engine
-
-        return create_engine(url, self.db_pool_size, self.db_max_overflow)
-
     def sqlalchemy_url(self, service: str) -> str:
         """Postgres is shared by all services; SQLite is one file per service."""
         if self.database_url:

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from waybill.common.schema import Schema
 from waybill.common.settings import Settings
-from waybill.common.sql import migrate
+from waybill.common.sql import migrate, service_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA = Schema("admission", MIGRATIONS)
@@ -17,7 +17,9 @@ SCHEMA = Schema("admission", MIGRATIONS)
 
 async def upgrade(settings: Settings) -> str:
     """Bring the admission tables to this build's head; return that revision."""
-    return await SCHEMA.upgrade_to_head(settings.engine(settings.sqlalchemy_url("admission")))
+    return await SCHEMA.upgrade_to_head(
+        service_engine(settings, settings.sqlalchemy_url("admission"))
+    )
 
 
 async def migrate_to_head(engine: AsyncEngine) -> None:

@@ -16,6 +16,7 @@ from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import acting_user, auth_filter, auth_filters, caller_of, owner_filter
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.settings import Settings, get_settings
+from waybill.common.sql import service_engine
 from waybill.common.statuses import ACTIVE_RUN_STATUSES, CancelAction
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
@@ -286,7 +287,7 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
     expiry = thread_ttl(settings)  # checkpointer.ttl: a bad one stops start-up here
-    engine = settings.engine(settings.sqlalchemy_url("admission"))
+    engine = service_engine(settings, settings.sqlalchemy_url("admission"))
     threads = ThreadStore(engine)  # first: it registers SQLite's functions per connection
     await SCHEMA.check(engine)  # `waybill migrate` upgrades it, once per deploy
     runs = RunStore(threads)
