@@ -26,7 +26,8 @@ from waybill.gateway.routes.a2a_shapes import (
     task_id_of,
 )
 from waybill.gateway.routes.jsonrpc import INVALID_PARAMS, RpcError
-from waybill.gateway.routes.runs import cancel_run, get_run_record
+from waybill.gateway.routes.run_admission import get_run_record
+from waybill.gateway.routes.runs import cancel_run
 from waybill.gateway.routes.threads import peers_of
 from waybill.v1 import admission_pb2, common_pb2, runner_pb2
 

@@ -21,7 +21,7 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from waybill.common import codec
 from waybill.common.errors import http_status_for
 from waybill.gateway.peers import Peers, call
-from waybill.gateway.routes.runs import get_run_record
+from waybill.gateway.routes.run_admission import get_run_record
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import Envelope, error_responses
 from waybill.v1 import admission_pb2, delivery_pb2

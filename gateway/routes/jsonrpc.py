@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from waybill.gateway.routes.assistants import get_assistant_schemas
-from waybill.gateway.routes.runs import drop_temporary_thread, final_values, start_stateless_run
+from waybill.gateway.routes.run_results import final_values
+from waybill.gateway.routes.stateless_runs import drop_temporary_thread, start_stateless_run
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import RunCreate
 

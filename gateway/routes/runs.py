@@ -1,29 +1,30 @@
-"""/threads/{tid}/runs: create, stream, wait, join, list, get, delete; stateless
-/runs (one, or a batch); /runs/cancel for several runs at once."""
+"""/threads/{tid}/runs: create, stream, wait, join, list, get, delete, cancel;
+/runs/cancel for several runs at once. Stateless runs (`/runs`, `/runs/stream`,
+`/runs/wait`, `/runs/batch`) are in stateless_runs.py; the StartRun request a
+body becomes in run_admission.py; streams and results in run_results.py."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-import grpc
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from waybill.common import codec
-from waybill.common.tracing import run_span
-from waybill.gateway.observability import observed_stream
-from waybill.gateway.peers import Peers, call
-from waybill.gateway.project_auth import authorize, stamped_metadata
-from waybill.gateway.project_http import shape_run
-from waybill.gateway.routes.threads import forget_runs, peers_of, remove_thread
+from waybill.gateway.peers import call
+from waybill.gateway.project_auth import authorize
+from waybill.gateway.routes.run_admission import get_run_record, start_run
+from waybill.gateway.routes.run_results import (
+    cancel_on_disconnect,
+    final_values,
+    result_response,
+    run_headers,
+    run_stream,
+)
+from waybill.gateway.routes.threads import forget_runs, peers_of
 from waybill.gateway.schemas import (
     INT32_MAX,
-    BatchRunCreate,
     RunCreate,
     RunsCancel,
     error_responses,
@@ -32,99 +33,10 @@ from waybill.gateway.schemas import (
     one_run,
     run_list,
 )
-from waybill.gateway.streams import (
-    opened_sse_frames,
-    resume_point,
-    sse_frames,
-    sse_response,
-    wait_for_end,
-)
-from waybill.v1 import admission_pb2, common_pb2, runner_pb2
+from waybill.gateway.streams import opened_sse_frames, resume_point, sse_frames, wait_for_end
+from waybill.v1 import admission_pb2, common_pb2
 
 router = APIRouter(tags=["runs"], responses=error_responses())
-
-STATELESS_THREADS = uuid.UUID("6f0e3a52-1c0b-4f55-9a43-0f5d1d6c7a10")
-
-
-def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
-    # `Content-Location` tells useStream the run id; `Location` lets the SDK
-    # reconnect to the run's stream with Last-Event-ID.
-    return {
-        "Content-Location": f"/threads/{thread_id}/runs/{run_id}",
-        "Location": f"/threads/{thread_id}/runs/{run_id}/stream",
-    }
-
-
-def idempotency_key(request: Request) -> str:
-    return request.headers.get("idempotency-key", "").strip()
-
-
-def run_request(
-    thread_id: str, body: RunCreate, request: Request, key: str = ""
-) -> admission_pb2.StartRunRequest:
-    kwargs = shape_run(body.kwargs(), request.headers, request.app.state.http)
-    return admission_pb2.StartRunRequest(
-        thread_id=thread_id,
-        assistant_id=body.assistant_id,
-        kwargs_json=codec.dumps(kwargs),
-        metadata_json=codec.dumps(body.metadata or {}),
-        multitask_strategy=codec.MULTITASK_VALUES[body.multitask_strategy or "enqueue"],
-        if_not_exists=body.if_not_exists,
-        after_seconds=body.after_seconds or 0,
-        idempotency_key=key,
-    )
-
-
-async def start_run(
-    peers: Peers, thread_id: str, body: RunCreate, request: Request
-) -> common_pb2.Run:
-    body = await authorized_run(request, thread_id, body)
-    request_message = run_request(thread_id, body, request, idempotency_key(request))
-    return await call(peers.admission.StartRun(request_message))
-
-
-async def authorized_run(request: Request, thread_id: str, body: RunCreate) -> Any:
-    """The project's `threads.create_run` handler sees the run (LangGraph's
-    `RunsCreate`); the metadata it stamps is the run's (and so its thread's). Its
-    `assistants.read` handler's filter applies to the run's assistant, unless that
-    is a graph's system assistant (admission checks), as on LangGraph Platform."""
-    value = {
-        "thread_id": thread_id,
-        "assistant_id": body.assistant_id,
-        "run_id": None,
-        "status": "pending",
-        "metadata": dict(body.metadata or {}),
-        "prevent_insert_if_inflight": True,
-        "multitask_strategy": body.multitask_strategy or "enqueue",
-        "if_not_exists": body.if_not_exists,
-        "after_seconds": body.after_seconds or 0,
-        "kwargs": body.kwargs(),
-    }
-    await authorize(request, "assistants", "read", {"assistant_id": body.assistant_id})
-    if await authorize(request, "threads", "create_run", value) is None and value["metadata"] == (
-        body.metadata or {}
-    ):
-        return body
-    return body.model_copy(update={"metadata": stamped_metadata(value)})
-
-
-async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
-    """What `wait` and `join` return: the thread's values, or `__error__`."""
-    with run_span("gateway.wait", run.run_id, run.thread_id):
-        error = await wait_for_end(peers.journal, run.run_id)
-    if error is not None:
-        return {"__error__": error}
-    reply = await call(
-        peers.runner.GetThreadState(
-            runner_pb2.GetThreadStateRequest(thread_id=run.thread_id, graph_id=run.graph_id)
-        )
-    )
-    state = codec.loads(reply.json, {})
-    values = state.get("values")
-    if state.get("interrupts") and isinstance(values, dict):
-        # LangGraph Platform shows a pause in the output itself.
-        values = {**values, "__interrupt__": state["interrupts"]}
-    return values
 
 
 @router.post("/threads/{thread_id}/runs", responses=one_run("The run, admitted"))
@@ -147,98 +59,11 @@ async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Resp
     return run_stream(request, run, frames)
 
 
-def run_stream(request: Request, run: common_pb2.Run, frames: AsyncIterator[bytes]) -> Response:
-    return sse_response(
-        observed_stream(run, frames),
-        run_headers(run.thread_id, run.run_id),
-        request.app.state.settings.sse_heartbeat_seconds,
-        request.app.state.settings.stream_drain_seconds,
-    )
-
-
-async def cancel_on_disconnect(
-    peers: Peers, run: common_pb2.Run, frames: AsyncIterator[bytes]
-) -> AsyncIterator[bytes]:
-    """The creating client went away before the stream ended: interrupt its run."""
-    finished = False
-    try:
-        async for frame in frames:
-            yield frame
-        finished = True
-    finally:
-        if not finished:
-            await asyncio.shield(cancel_quietly(peers, run))
-
-
-async def cancel_quietly(peers: Peers, run: common_pb2.Run) -> None:
-    request = admission_pb2.CancelRunRequest(
-        thread_id=run.thread_id, run_id=run.run_id, action="interrupt"
-    )
-    with contextlib.suppress(grpc.aio.AioRpcError):  # already finished: nothing to do
-        await peers.admission.CancelRun(request)
-
-
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_run(peers, str(thread_id), body, request)
     return await result_response(request, run, final_values(peers, run))
-
-
-def result_headers(thread_id: str, run_id: str) -> dict[str, str]:
-    # As LangGraph Platform: `Location` is where the same result can be awaited again.
-    return {
-        "Content-Location": f"/threads/{thread_id}/runs/{run_id}",
-        "Location": f"/threads/{thread_id}/runs/{run_id}/join",
-    }
-
-
-async def result_response(
-    request: Request, run: common_pb2.Run, result: Coroutine[Any, Any, Any]
-) -> Response:
-    """A run's result as JSON (an error is `{"__error__": …}`, status 200, as on
-    LangGraph Platform). Ready within one keep-alive interval, it is a plain
-    response (a failure keeps its own status); otherwise the body starts with a
-    newline every interval until the result follows."""
-    interval = request.app.state.settings.wait_keepalive_seconds
-    headers = result_headers(run.thread_id, run.run_id)
-    task = asyncio.ensure_future(result)
-    # Not cancelled if the client leaves: a stateless run's clean-up is part of it.
-    request.app.state.background.add(task)
-    task.add_done_callback(request.app.state.background.discard)
-    task.add_done_callback(settled)
-    await asyncio.wait({task}, timeout=interval)
-    if task.done():
-        return JSONResponse(task.result(), headers=headers)
-    return StreamingResponse(
-        kept_alive(task, interval), media_type="application/json", headers=headers
-    )
-
-
-async def kept_alive(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:
-    """Newlines (leading whitespace JSON parsers skip) until `task` is done, then its JSON."""
-    yield b"\n"  # one interval has passed already
-    while not task.done():
-        await asyncio.wait({task}, timeout=interval)
-        if not task.done():
-            yield b"\n"
-    yield codec.dumps(late_result(task))
-
-
-def late_result(task: asyncio.Future[Any]) -> Any:
-    """The result; a failure after the status went out is told in the body instead."""
-    try:
-        return task.result()
-    except HTTPException as failure:
-        return {"__error__": {"error": "HTTPException", "message": str(failure.detail)}}
-    except Exception as failure:
-        return {"__error__": {"error": type(failure).__name__, "message": str(failure)}}
-
-
-def settled(task: asyncio.Future[Any]) -> None:
-    """Marks a failure seen: one whose client left is not logged as never retrieved."""
-    if not task.cancelled():
-        task.exception()
 
 
 @router.get("/threads/{thread_id}/runs", responses=run_list("The thread's runs"))
@@ -261,14 +86,6 @@ async def list_runs(
         )
     )
     return [codec.run_to_dict(run) for run in reply.runs if not codec.rolling_back(run)]
-
-
-async def get_run_record(peers: Peers, thread_id: UUID, run_id: UUID) -> common_pb2.Run:
-    return await call(
-        peers.admission.GetRun(
-            admission_pb2.GetRunRequest(thread_id=str(thread_id), run_id=str(run_id))
-        )
-    )
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", responses=one_run("The run"))
@@ -402,114 +219,3 @@ def _cancel_value(
         "action": action,
         "metadata": {"run_ids": run_ids, "status": status},
     }
-
-
-# ---- stateless runs: a temporary thread per run ---------------------------------
-
-
-def stateless_request(
-    body: RunCreate, thread_id: str, request: Request
-) -> admission_pb2.StartRunRequest:
-    stateless = body.model_copy(update={"if_not_exists": "create"})
-    return run_request(thread_id, stateless, request)
-
-
-async def start_stateless_run(peers: Peers, body: RunCreate, request: Request) -> common_pb2.Run:
-    stateless = body.model_copy(update={"if_not_exists": "create"})
-    return await start_run(peers, temporary_thread_id(request), stateless, request)
-
-
-def temporary_thread_id(request: Request) -> str:
-    """A fresh thread per stateless run; a retry with the same Idempotency-Key
-    names the same one, so that it is recognised as the same request."""
-    key = idempotency_key(request)
-    if not key:
-        return str(uuid.uuid4())
-    principal = request.state.principal
-    return str(uuid.uuid5(STATELESS_THREADS, f"{principal.user_id}\n{key}"))
-
-
-async def drop_temporary_thread(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
-    if body.on_completion == "delete":
-        with contextlib.suppress(HTTPException):  # already gone is fine
-            await remove_thread(peers, run.thread_id)
-
-
-async def drop_after_end(peers: Peers, run: common_pb2.Run, body: RunCreate) -> None:
-    if body.on_completion != "delete":
-        return
-    await wait_for_end(peers.journal, run.run_id)
-    await drop_temporary_thread(peers, run, body)
-
-
-def in_background(request: Request, work: Coroutine[Any, Any, None]) -> None:
-    """Work that outlives the request; the app keeps a reference until it is done."""
-    task = asyncio.create_task(work)
-    request.app.state.background.add(task)
-    task.add_done_callback(request.app.state.background.discard)
-
-
-@router.post(
-    "/runs/stream",
-    response_class=Response,
-    responses=event_stream("The run's events, as Server-Sent Events"),
-)
-async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
-    peers = peers_of(request)
-    run = await start_stateless_run(peers, body, request)
-    in_background(request, drop_after_end(peers, run, body))
-    frames = sse_frames(peers.journal, run.run_id)
-    if body.on_disconnect == "cancel":
-        frames = cancel_on_disconnect(peers, run, frames)
-    return run_stream(request, run, frames)
-
-
-@router.post("/runs/wait")
-async def wait_stateless_run(body: RunCreate, request: Request) -> Response:
-    peers = peers_of(request)
-    run = await start_stateless_run(peers, body, request)
-    return await result_response(request, run, stateless_result(peers, run, body))
-
-
-async def stateless_result(peers: Peers, run: common_pb2.Run, body: RunCreate) -> Any:
-    result = await final_values(peers, run)  # the run has ended
-    await drop_temporary_thread(peers, run, body)
-    return result
-
-
-@router.post("/runs", responses=one_run("The run, admitted"))
-async def create_stateless_run(body: RunCreate, request: Request) -> JSONResponse:
-    peers = peers_of(request)
-    run = await start_stateless_run(peers, body, request)
-    in_background(request, drop_after_end(peers, run, body))
-    return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
-
-
-async def authorized_batch_run(request: Request, one: BatchRunCreate) -> BatchRunCreate:
-    thread_id = str(one.thread_id) if one.thread_id is not None else ""
-    authorized: BatchRunCreate = await authorized_run(request, thread_id, one)
-    return authorized
-
-
-def batch_request(one: BatchRunCreate, request: Request) -> admission_pb2.StartRunRequest:
-    if one.thread_id is None:
-        return stateless_request(one, str(uuid.uuid4()), request)
-    return run_request(str(one.thread_id), one, request)
-
-
-@router.post("/runs/batch", responses=run_list("The runs, all admitted"))
-async def create_stateless_runs(
-    body: Annotated[list[BatchRunCreate], Body(max_length=1000)], request: Request
-) -> list[dict[str, Any]]:
-    """Background runs, all or none admitted: on the thread a payload names (as
-    `langgraph-sdk`'s `create_batch` allows), or stateless as `POST /runs` makes one."""
-    if not body:
-        return []
-    peers = peers_of(request)
-    body = [await authorized_batch_run(request, one) for one in body]
-    batch = admission_pb2.StartRunsRequest(runs=[batch_request(one, request) for one in body])
-    reply = await call(peers.admission.StartRuns(batch))
-    for run, one in zip(reply.runs, body, strict=True):
-        if one.thread_id is None:
-            in_background(request, drop_after_end(peers, run, one))
-    return [codec.run_to_dict(run) for run in reply.runs]

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
-from waybill.gateway.routes.runs import start_run
+from waybill.gateway.routes.run_admission import start_run
 from waybill.gateway.routes.threads import peers_of
 from waybill.gateway.schemas import RunCreate, event_stream, protocol_error_responses
 from waybill.gateway.streams import sse_response
