@@ -12,7 +12,7 @@ from langgraph_sdk.client import LangGraphClient
 from tests.helpers import poll_until_done, says, start_slow_tool, wait_for_status
 from tests.stacks import runner_stats
 from waybill.common.launch import Stack
-from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
+from waybill.services.runner.conversation import CANCELLED_TOOL_REPLY
 
 
 async def test_cancel_before_start_builds_nothing(client: LangGraphClient, stack: Stack) -> None:

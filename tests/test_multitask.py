@@ -6,7 +6,7 @@ import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from tests.helpers import poll_until_done, says, start_slow_tool
-from waybill.services.runner.execution import CANCELLED_TOOL_REPLY
+from waybill.services.runner.conversation import CANCELLED_TOOL_REPLY
 
 
 async def test_interrupt_stops_the_active_run_then_starts(client: LangGraphClient) -> None:

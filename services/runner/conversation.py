@@ -26,3 +26,6 @@ def unanswered_tool_calls(messages: Sequence[BaseMessage]) -> list[Any]:
 
 def closing_answer(call: Any, text: str) -> ToolMessage:
     return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error")
+
+
+CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call finished."

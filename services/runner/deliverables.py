@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 
+from waybill.common.settings import get_settings
 from waybill.services.runner.agent.tools import authorized
 from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
 
@@ -40,6 +41,16 @@ def has_workspace_tools(
         if isinstance(bound, ToolNode) and set(bound.tools_by_name) & WORKSPACE_TOOL_NAMES:
             return True
     return False
+
+
+def verifies_workspace(graph_id: str, graph: Pregel, kwargs: dict[str, Any], config: Any) -> bool:
+    """Whether the run may use workspace tools (its role's, when its context names
+    one), so its delivery is verified."""
+    context = kwargs.get("context")
+    role = context.get("role") if isinstance(context, dict) else None
+    role_tools = get_settings().role_tools().get(role) if role else None
+    configurable = dict(config.get("configurable") or {})
+    return has_workspace_tools(graph_id, graph, configurable, role_tools)
 
 
 def _messages(values: Any) -> list[BaseMessage]:

@@ -10,141 +10,53 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import threading
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.pregel import Pregel
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import StateSnapshot
 
 from waybill.common import codec
 from waybill.common.identity import LOCAL_USER
 from waybill.common.settings import get_settings
 from waybill.common.usage import TokenCount, summarize
-from waybill.services.runner.agent.workspace import SNAPSHOT_GATES, SnapshotGate
-from waybill.services.runner.conversation import closing_answer, unanswered_tool_calls
+from waybill.services.runner.agent.workspace import SNAPSHOT_GATES
 from waybill.services.runner.deliverables import (
     added_messages,
-    has_workspace_tools,
     presented_paths,
+    verifies_workspace,
 )
 from waybill.services.runner.fencing import FencedCheckpointer, RunFence, StaleEpochError
-from waybill.services.runner.frames import (
-    FrameEncoder,
-    error_event,
-    metadata_event,
-    requested_modes,
-)
-from waybill.services.runner.graph_context import declared_keys, graph_context, with_auth_user
+from waybill.services.runner.frames import error_event, graph_frames, metadata_event
+from waybill.services.runner.graph_context import graph_context
 from waybill.services.runner.graphs import GraphRegistry, run_user
-from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
+from waybill.services.runner.outcome import (
+    DeliveryFailed,
+    Outcome,
+    finish_request,
+)
 from waybill.services.runner.owned_store import store_of
+from waybill.services.runner.peers import Peers
+from waybill.services.runner.receipts import (
+    confirm_finished,
+    receipt_request,
+    receipt_without_state,
+)
 from waybill.services.runner.record_sink import RecordSink
+from waybill.services.runner.run_inputs import RunLimits, graph_input, run_config, thread_config
 from waybill.services.runner.run_journal import RunJournal, delivery_record, with_callbacks
+from waybill.services.runner.run_state import answer_dangling_tool_calls, final_state
+from waybill.services.runner.snapshots import WorkspaceSnapshot, starting_point
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
-from waybill.services.runner.token_ledger import token_count_proto
-from waybill.v1 import (
-    admission_pb2,
-    admission_pb2_grpc,
-    common_pb2,
-    delivery_pb2,
-    delivery_pb2_grpc,
-    journal_pb2_grpc,
-)
+from waybill.services.runner.unstarted import close_unstarted
+from waybill.v1 import admission_pb2, common_pb2, delivery_pb2
 
 log = logging.getLogger("waybill.runner")
-
-CANCELLED_TOOL_REPLY = "Cancelled: the run was interrupted before this tool call finished."
-
-
-class RunAttemptsExhausted(RuntimeError):
-    """Every runner that held the run lost its lease before finishing it."""
-
-
-class DeliveryFailed(RuntimeError):
-    """The graph finished, but delivery could not verify what it delivered."""
-
-
-@dataclass
-class Peers:
-    admission: admission_pb2_grpc.AdmissionStub
-    journal: journal_pb2_grpc.JournalStub
-    delivery: delivery_pb2_grpc.DeliveryStub
-    journal_link: JournalLink  # the runner's one append stream, shared by its runs
-    # Every call a run makes has a deadline: a peer that hangs fails the call
-    # (and the run's attempt) instead of holding the run forever.
-    rpc_timeout: float = 30.0
-
-
-@dataclass
-class RunLimits:
-    lease_seconds: float
-    run_timeout_seconds: float
-    record_linger_seconds: float = 0.0
-
-
-@dataclass
-class Outcome:
-    status: common_pb2.RunStatus
-    error: BaseException | None = None
-    stop_reason: str = ""
-
-
-def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:
-    config: dict[str, Any] = dict(kwargs.get("config") or {})
-    configurable = with_auth_user(dict(config.get("configurable") or {}))
-    configurable.update(
-        thread_id=run.thread_id,
-        run_id=run.run_id,
-        assistant_id=run.assistant_id,
-        graph_id=run.graph_id,
-    )
-    if kwargs.get("checkpoint_id"):
-        configurable["checkpoint_id"] = kwargs["checkpoint_id"]
-    config["configurable"] = configurable
-    # Stamped on every checkpoint: the database refuses one whose epoch is stale.
-    config["metadata"] = {
-        **config.get("metadata", {}),
-        "run_id": run.run_id,
-        "run_epoch": run.epoch,
-    }
-    if run.attempt <= 1:
-        # As LangGraph Platform does: the run's id is the root run's id, which the graph
-        # reads as `runtime.execution_info.run_id` (a retry gets a fresh one, for tracing).
-        config["run_id"] = uuid.UUID(run.run_id)
-    return config  # type: ignore[return-value]
-
-
-def thread_config(thread_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-def graph_input(kwargs: dict[str, Any]) -> Any:
-    command = kwargs.get("command")
-    if command:
-        return Command(
-            resume=command.get("resume"),
-            update=command.get("update"),
-            goto=command.get("goto") or (),
-        )
-    return kwargs.get("input")
-
-
-def interrupts_of(snapshot: StateSnapshot) -> dict[str, Any]:
-    found: dict[str, list[Any]] = {}
-    for task in snapshot.tasks:
-        if task.interrupts:
-            found[task.id] = [{"value": i.value, "id": i.id} for i in task.interrupts]
-    return found
 
 
 class RunExecution:
@@ -176,7 +88,8 @@ class RunExecution:
         self.run_journal: RunJournal | None = None  # typed records and token usage
         self.verify_workspace = False  # the agent has workspace tools: delivery checks files
         self.checkpointer: FencedCheckpointer | None = None  # the run's, once it is built
-        self._snapshot: asyncio.Task[None] | None = None  # the workspace's before-snapshot
+        # The workspace's before-snapshot, taken when a file tool first asks.
+        self.workspace = WorkspaceSnapshot(run, peers, self.fence, self._starting_point)
         self._graph_task: asyncio.Task[Outcome] | None = None
         self.receipt: delivery_pb2.Receipt | None = None  # once written
 
@@ -211,7 +124,9 @@ class RunExecution:
                 timeout=self.peers.rpc_timeout,
             )
             if not begin.started:
-                await self._not_started(begin.reason)
+                ended = await close_unstarted(self.run, self.peers, begin.reason)
+                if ended is not None:
+                    await self._receipt_of_unstarted(*ended)
                 return
         if self.run.epoch > 1:
             # Fence off the epochs before this one. The first epoch has none to
@@ -226,42 +141,12 @@ class RunExecution:
             STATS.runs_fenced += 1
             log.warning("run %s: %s", self.run.run_id, error)
 
-    async def _not_started(self, reason: str) -> None:
-        """Nothing is built; the run's log is closed so its streams end.
-
-        Admission has already ended the run under this epoch, so its lease ends
-        too (a renewal now reports it lost); closing the log is still this
-        epoch's to do, and the journal itself refuses an older epoch."""
-        settled = RunFence(self.run.run_id, self.run.epoch, lease_seconds=math.inf)
-        peers = self.peers
-        sink = JournalSink(
-            peers.journal,
-            peers.journal_link,
-            self.run.run_id,
-            self.run.epoch,
-            settled,
-            peers.rpc_timeout,
-        )
-        if reason == "cancelled":
-            STATS.runs_cancelled_before_start += 1
-            log.info("run %s was cancelled before it started", self.run.run_id)
-            await sink.close()
-            await self._receipt_of_unstarted(common_pb2.RUN_STATUS_INTERRUPTED, None)
-        elif reason == "exhausted":
-            log.warning("run %s: out of attempts", self.run.run_id)
-            message = f"the run was taken over {self.run.attempt - 1} times and gave up"
-            failure = RunAttemptsExhausted(message)
-            sink.emit(*error_event(failure))
-            await sink.flush()
-            await sink.close()
-            await self._receipt_of_unstarted(common_pb2.RUN_STATUS_ERROR, failure)
-
     async def _receipt_of_unstarted(
         self, status: common_pb2.RunStatus, error: BaseException | None
     ) -> None:
         """Admission ended the run already; its receipt still tells its webhooks."""
         if await self._receipt_without_state(status, error):
-            await self._confirm_finished()
+            await confirm_finished(self.peers, self.run)
 
     async def failure_receipt(self, error: BaseException) -> bool:
         """The receipt of a run that failed before it had a graph (a factory that
@@ -272,32 +157,16 @@ class RunExecution:
         return await self._receipt_without_state(common_pb2.RUN_STATUS_ERROR, error)
 
     async def confirm_finished(self) -> None:
-        await self._confirm_finished()
+        await confirm_finished(self.peers, self.run)
 
     async def _receipt_without_state(
         self, status: common_pb2.RunStatus, error: BaseException | None
     ) -> bool:
         """A receipt with no final state; whether its webhooks are held (False when
         it could not be written: the run ends either way)."""
-        try:
-            receipt = await self.peers.delivery.WriteReceipt(
-                delivery_pb2.WriteReceiptRequest(
-                    run_id=self.run.run_id,
-                    thread_id=self.run.thread_id,
-                    epoch=self.run.epoch,
-                    outcome=status,
-                    final_output_json=b"null",
-                    error=common_pb2.RunError(
-                        error=type(error).__name__ if error else "",
-                        message=str(error) if error else "",
-                    ),
-                    assistant_id=self.run.assistant_id,
-                    webhook=str(self.kwargs.get("webhook") or ""),
-                ),
-                timeout=self.peers.rpc_timeout,
-            )
-        except Exception as failure:  # the run ends either way
-            log.warning("run %s: no receipt written (%s)", self.run.run_id, failure)
+        webhook = str(self.kwargs.get("webhook") or "")
+        receipt = await receipt_without_state(self.peers, self.run, webhook, status, error)
+        if receipt is None:
             return False
         self.receipt = receipt
         return bool(receipt.webhooks_held)
@@ -338,11 +207,13 @@ class RunExecution:
     async def _execute_graph(
         self, graph: Pregel, release_graph: Callable[[], Awaitable[None]]
     ) -> None:
-        self.verify_workspace = self._verifies_workspace(graph)
+        self.verify_workspace = verifies_workspace(
+            self.run.graph_id, graph, self.kwargs, self.config
+        )
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            SNAPSHOT_GATES[self.run.run_id] = self._snapshot_gate()
+            SNAPSHOT_GATES[self.run.run_id] = self.workspace.gate()
             try:
                 outcome = await self._drive_with_limits(graph)
             finally:
@@ -361,7 +232,7 @@ class RunExecution:
             self.fence.check("rollback")
             await self.graphs.checkpointer.adelete_for_runs([self.run.run_id])
         elif outcome.status != common_pb2.RUN_STATUS_SUCCESS:
-            await self._answer_dangling_tool_calls(graph)
+            await answer_dangling_tool_calls(graph, self.run, self.fence)
         if outcome.error is not None:
             self.sink.emit(*error_event(outcome.error))
         # The end, in the order that makes it provable: journal flushed -> receipt ->
@@ -369,10 +240,10 @@ class RunExecution:
         # for go beside the step before them.
         self.fence.check("journal flush")
         snapshot, (start, started_from), _, _ = await asyncio.gather(
-            self._final_state(graph),
+            final_state(graph, self.run),
             self._state_started_from(graph),
             self.sink.flush(),
-            self._snapshot_taken(),  # the receipt compares the workspace with it
+            self.workspace.taken(),  # the receipt compares the workspace with it
         )
         await release_graph()  # a factory's resources end with the graph's last use
         presented = presented_paths(added_messages(started_from, snapshot.values))
@@ -399,7 +270,8 @@ class RunExecution:
             # (services/admission/log_closes.py).
             if receipt.webhooks_held:  # released while the streams are closed
                 await asyncio.gather(
-                    self._confirm_finished(), self.sink.close(after_terminal_write=True)
+                    confirm_finished(self.peers, self.run),
+                    self.sink.close(after_terminal_write=True),
                 )
             else:
                 await self.sink.close(after_terminal_write=True)
@@ -452,126 +324,16 @@ class RunExecution:
             return Outcome(common_pb2.RUN_STATUS_ERROR, error, f"{type(error).__name__}: {error}")
         return Outcome(common_pb2.RUN_STATUS_SUCCESS)
 
-    async def _frames(self, graph: Pregel) -> AsyncIterator[list[tuple[str, bytes]]]:
-        """The run's SSE events, from `astream`, or `astream_events` when `events` is asked."""
-        stream_mode = self.kwargs.get("stream_mode")
-        encoder = FrameEncoder(stream_mode)
-        subgraphs = bool(self.kwargs.get("stream_subgraphs"))
-        options: dict[str, Any] = {
-            "context": graph_context(self.kwargs.get("context"), declared_keys(graph)),
-            "stream_mode": requested_modes(stream_mode) or ["values"],
-            "subgraphs": subgraphs,
-            "interrupt_before": self.kwargs.get("interrupt_before"),
-            "interrupt_after": self.kwargs.get("interrupt_after"),
-            "durability": self.kwargs.get("durability") or "async",
-        }
-        graph_input = await self._start_input(graph)
+    def _frames(self, graph: Pregel) -> AsyncIterator[list[tuple[str, bytes]]]:
         config = self.config
         if self.run_journal is not None:
             config = with_callbacks(config, self.run_journal)
-        if encoder.events:
-            events = graph.astream_events(graph_input, config, version="v2", **options)
-            async for event in events:
-                yield encoder.encode_event(dict(event), subgraphs)
-            return
-        async for chunk in graph.astream(graph_input, config, **options):
-            parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
-            namespace, mode, data = parts
-            yield encoder.encode(mode, namespace, data)
-
-    async def _final_state(self, graph: Pregel) -> StateSnapshot:
-        """The thread's state as the run left it; an empty one when it cannot be read
-        (an input the graph refused, e.g. a message of an unknown role, is stored as a
-        pending write that no read can apply), so the run still ends as a graph failure."""
-        config = thread_config(self.run.thread_id)
-        try:
-            return await graph.aget_state(config)
-        except StaleEpochError:
-            raise
-        except Exception as error:
-            log.info("run %s: its state cannot be read (%s)", self.run.run_id, error)
-            return StateSnapshot({}, (), config, None, None, None, (), ())
-
-    async def _answer_dangling_tool_calls(self, graph: Pregel) -> None:
-        """A cut-short tool call would poison the thread for every provider: answer it."""
-        config = thread_config(self.run.thread_id)
-        snapshot = await self._final_state(graph)
-        values = snapshot.values if isinstance(snapshot.values, dict) else {}
-        calls = unanswered_tool_calls(values.get("messages") or [])
-        if not calls:
-            return
-        replies = [closing_answer(call, CANCELLED_TOOL_REPLY) for call in calls]
-        self.fence.check("closing dangling tool calls")
-        await graph.aupdate_state(config, {"messages": replies})
+        return graph_frames(graph, self.kwargs, config, lambda: self._start_input(graph))
 
     # ---- delivery ----------------------------------------------------------------
 
-    def _verifies_workspace(self, graph: Pregel) -> bool:
-        """Whether the run may use workspace tools, so its delivery is verified."""
-        context = self.kwargs.get("context")
-        role = context.get("role") if isinstance(context, dict) else None
-        role_tools = get_settings().role_tools().get(role) if role else None
-        configurable = dict(self.config.get("configurable") or {})
-        return has_workspace_tools(self.run.graph_id, graph, configurable, role_tools)
-
     async def _starting_point(self) -> CheckpointTuple | None:
-        """The thread's last checkpoint before this run's own: the state the run
-        started from (None: a new thread). Usually the graph's own first read."""
-        read = self.checkpointer is not None and self.checkpointer.found_read
-        found = self.checkpointer.found if self.checkpointer else None
-        if read and (found is None or found.metadata.get("run_id") != self.run.run_id):
-            return found
-        # A takeover: the graph found this run's own checkpoints; look past them.
-        root: RunnableConfig = {
-            "configurable": {"thread_id": self.run.thread_id, "checkpoint_ns": ""}
-        }
-        async for earlier in self.graphs.checkpointer.alist(root):
-            if earlier.metadata.get("run_id") != self.run.run_id:
-                return earlier
-        return None
-
-    async def _snapshot_taken(self) -> None:
-        if self._snapshot is not None:
-            await self._snapshot
-
-    def _snapshot_gate(self) -> SnapshotGate:
-        """A gate whose `start` begins the snapshot once, from any thread."""
-        loop = asyncio.get_running_loop()
-
-        def begin() -> None:
-            if self._snapshot is None:
-                self._snapshot = asyncio.create_task(self._snapshot_workspace(gate))
-
-        def start() -> None:
-            if threading.get_ident() == loop_thread:
-                begin()
-            else:
-                loop.call_soon_threadsafe(begin)
-
-        loop_thread = threading.get_ident()
-        gate = SnapshotGate(start)
-        return gate
-
-    async def _snapshot_workspace(self, gate: SnapshotGate) -> None:
-        """The workspace before the run changes it (a takeover gets the run's first)."""
-        try:
-            start = await self._starting_point()
-            previous = str(start.metadata.get("run_id") or "") if start else ""
-            self.fence.check("workspace snapshot")
-            await self.peers.delivery.Snapshot(
-                delivery_pb2.SnapshotRequest(
-                    run_id=self.run.run_id,
-                    thread_id=self.run.thread_id,
-                    epoch=self.run.epoch,
-                    # A resume continues the paused run: its files written before the pause count.
-                    continues_run_id=previous,
-                ),
-                timeout=self.peers.rpc_timeout,
-            )
-        except BaseException as error:
-            gate.open(failure=f"no snapshot of it could be taken ({type(error).__name__})")
-            raise
-        gate.open()
+        return await starting_point(self.run, self.graphs.checkpointer, self.checkpointer)
 
     async def _state_started_from(self, graph: Pregel) -> tuple[CheckpointTuple | None, Any]:
         """The checkpoint the run started from and the thread's values then (only
@@ -582,17 +344,6 @@ class RunExecution:
         start = await self._starting_point()
         return start, (await graph.aget_state(start.config)).values if start else None
 
-    async def _confirm_finished(self) -> None:
-        """Release the run's webhooks now; if this fails, delivery asks admission later."""
-        try:
-            await self.peers.delivery.ConfirmFinished(
-                delivery_pb2.ConfirmFinishedRequest(run_id=self.run.run_id, epoch=self.run.epoch),
-                timeout=self.peers.rpc_timeout,
-            )
-        except Exception as error:  # the outbox settles held webhooks on its own
-            STATS.confirmations_failed += 1
-            log.warning("run %s: webhooks not confirmed (%s)", self.run.run_id, error)
-
     # ---- the end -----------------------------------------------------------------
 
     async def _write_receipt(
@@ -602,43 +353,20 @@ class RunExecution:
         presented: list[str],
         start: CheckpointTuple | None,
     ) -> delivery_pb2.Receipt:
-        values = snapshot.values if isinstance(snapshot.values, dict) else {}
-        messages = values.get("messages") or []
-        last = messages[-1] if messages else None
-        final_output = codec.dumps(
-            {
-                "state_keys": sorted(values),
-                "last_message": getattr(last, "content", None),
-                "next": list(snapshot.next),
-            }
-        )
-        error = outcome.error
         self.fence.check("receipt")
-        paused = outcome.status == common_pb2.RUN_STATUS_SUCCESS and bool(
-            interrupts_of(snapshot) or snapshot.next
+        request = receipt_request(
+            self.run,
+            outcome,
+            snapshot,
+            webhook=str(self.kwargs.get("webhook") or ""),
+            verify_workspace=self.verify_workspace,
+            presented=presented,
+            untouched=self.verify_workspace and not self.workspace.started,
+            usage=summarize(self._token_counts()),
+            start=start,
         )
         receipt: delivery_pb2.Receipt = await self.peers.delivery.WriteReceipt(
-            delivery_pb2.WriteReceiptRequest(
-                run_id=self.run.run_id,
-                thread_id=self.run.thread_id,
-                epoch=self.run.epoch,
-                outcome=outcome.status,
-                final_output_json=final_output,
-                error=common_pb2.RunError(
-                    error=type(error).__name__ if error else "",
-                    message=str(error) if error else "",
-                ),
-                assistant_id=self.run.assistant_id,
-                verify_workspace=self.verify_workspace,
-                presented=presented,
-                paused=paused,
-                webhook=str(self.kwargs.get("webhook") or ""),
-                values_json=codec.dumps(snapshot.values or {}),
-                usage_json=codec.dumps(summarize(self._token_counts())),
-                untouched=self.verify_workspace and self._snapshot is None,
-                continues_run_id=str(start.metadata.get("run_id") or "") if start else "",
-            ),
-            timeout=self.peers.rpc_timeout,
+            request, timeout=self.peers.rpc_timeout
         )
         self.receipt = receipt
         return receipt
@@ -662,30 +390,12 @@ class RunExecution:
         return self.run_journal.ledger.counts(get_settings().prices())
 
     async def _report(self, outcome: Outcome, snapshot: StateSnapshot, rolled_back: bool) -> bool:
-        interrupts = interrupts_of(snapshot)
-        if rolled_back:
-            thread_status = "idle"
-        elif outcome.status == common_pb2.RUN_STATUS_SUCCESS and (interrupts or snapshot.next):
-            thread_status = "interrupted"  # paused by interrupt(): waiting for a resume
-        else:
-            thread_status = ""
         self.fence.check("terminal status")
         STATS.finishes_requested += 1
-        reply = await self.peers.admission.FinishRun(
-            admission_pb2.RunFinished(
-                run_id=self.run.run_id,
-                runner_id=self.runner_id,
-                epoch=self.run.epoch,
-                status=outcome.status,
-                stop_reason=outcome.stop_reason,
-                values_json=codec.dumps(snapshot.values or {}),
-                interrupts_json=codec.dumps(interrupts),
-                thread_status=thread_status,
-                rolled_back=rolled_back,
-                token_counts=[token_count_proto(count) for count in self._token_counts()],
-            ),
-            timeout=self.peers.rpc_timeout,
+        request = finish_request(
+            self.run, self.runner_id, outcome, snapshot, rolled_back, self._token_counts()
         )
+        reply = await self.peers.admission.FinishRun(request, timeout=self.peers.rpc_timeout)
         if not reply.accepted:
             STATS.stale_writes_refused += 1
             log.warning("admission refused the end of run %s: it was taken over", self.run.run_id)

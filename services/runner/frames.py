@@ -6,11 +6,15 @@ gateway pass those bytes through untouched.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk
+from langchain_core.runnables import RunnableConfig
+from langgraph.pregel import Pregel
 
 from waybill.common import codec
+from waybill.services.runner.graph_context import declared_keys, graph_context
 
 # What a client may ask for -> what `graph.astream` is given.
 STREAM_MODES = {
@@ -149,3 +153,33 @@ def as_reported(error: BaseException) -> BaseException:
 
 def error_event(error: BaseException) -> tuple[str, bytes]:
     return "error", codec.dumps({"error": type(error).__name__, "message": str(error)})
+
+
+async def graph_frames(
+    graph: Pregel,
+    kwargs: dict[str, Any],
+    config: RunnableConfig,
+    start_input: Callable[[], Awaitable[Any]],
+) -> AsyncIterator[list[tuple[str, bytes]]]:
+    """A run's SSE events, from `astream`, or `astream_events` when `events` is asked."""
+    stream_mode = kwargs.get("stream_mode")
+    encoder = FrameEncoder(stream_mode)
+    subgraphs = bool(kwargs.get("stream_subgraphs"))
+    options: dict[str, Any] = {
+        "context": graph_context(kwargs.get("context"), declared_keys(graph)),
+        "stream_mode": requested_modes(stream_mode) or ["values"],
+        "subgraphs": subgraphs,
+        "interrupt_before": kwargs.get("interrupt_before"),
+        "interrupt_after": kwargs.get("interrupt_after"),
+        "durability": kwargs.get("durability") or "async",
+    }
+    graph_input = await start_input()
+    if encoder.events:
+        events = graph.astream_events(graph_input, config, version="v2", **options)
+        async for event in events:
+            yield encoder.encode_event(dict(event), subgraphs)
+        return
+    async for chunk in graph.astream(graph_input, config, **options):
+        parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
+        namespace, mode, data = parts
+        yield encoder.encode(mode, namespace, data)

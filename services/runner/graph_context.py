@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 
 from waybill.common.sealed import secrets_key, unseal
@@ -90,3 +91,15 @@ def with_auth_user(configurable: dict[str, Any]) -> dict[str, Any]:
     if isinstance(user, dict) and "identity" in user:
         return {**configurable, AUTH_USER: AuthUser(user)}
     return configurable
+
+
+def with_caller(config: dict[str, Any], user: AuthUser) -> RunnableConfig:
+    """An assistant's config with the reader as LangGraph Platform stamps a caller in
+    (`merge_auth`): whatever the assistant's config said of a user is replaced."""
+    configurable = {
+        **(config.get("configurable") or {}),
+        "langgraph_auth_user": user,
+        "langgraph_auth_user_id": user.identity,
+        "langgraph_auth_permissions": user.permissions,
+    }
+    return cast(RunnableConfig, {**config, "configurable": configurable})

@@ -6,12 +6,11 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal, cast
+from typing import Any
 
 import grpc
-from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
-from langgraph.store.base import NOT_PROVIDED, BaseStore, SearchItem
+from langgraph.store.base import NOT_PROVIDED, BaseStore
 
 from waybill.common import codec
 from waybill.common.errors import invalid, not_found, refused
@@ -24,8 +23,7 @@ from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
 from waybill.services.runner.agent.workspace import remove_workspace
-from waybill.services.runner.execution import Peers, RunLimits
-from waybill.services.runner.graph_context import AuthUser, principal_user
+from waybill.services.runner.graph_context import AuthUser, principal_user, with_caller
 from waybill.services.runner.graphs import (
     AccessContext,
     GraphNotFoundError,
@@ -37,90 +35,31 @@ from waybill.services.runner.introspection import (
     subgraph_schemas,
     xray_of,
 )
-from waybill.services.runner.journal_link import JournalLink
 from waybill.services.runner.owned_store import store_of
+from waybill.services.runner.peers import Peers, connect_peers
 from waybill.services.runner.persistence import open_checkpointer, open_store
+from waybill.services.runner.run_inputs import RunLimits
 from waybill.services.runner.schema import check as check_schema
 from waybill.services.runner.state import (
     EMPTY_STATE,
+    checkpoint_config,
     snapshot_to_dict,
+    state_config,
     superstep_updates,
     thread_record,
     update_reply,
 )
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
+from waybill.services.runner.store_api import item_to_dict, put_index, store_key
 from waybill.services.runner.worker import Worker
 from waybill.v1 import (
-    admission_pb2_grpc,
-    delivery_pb2_grpc,
     journal_pb2,
-    journal_pb2_grpc,
     runner_pb2,
     runner_pb2_grpc,
 )
 
 log = logging.getLogger("waybill.runner")
-
-
-def _thread_config(thread_id: str, checkpoint_id: str = "") -> dict[str, Any]:
-    configurable = {"thread_id": thread_id}
-    if checkpoint_id:
-        configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
-
-
-def _checkpoint_config(request: Any) -> dict[str, Any]:
-    """The thread's config at the request's checkpoint: the namespace is always set
-    (LangGraph's writers need it), a subgraph's map of parent checkpoints when given."""
-    config = _thread_config(request.thread_id, request.checkpoint_id)
-    config["configurable"]["checkpoint_ns"] = request.checkpoint_ns
-    if request.checkpoint_map:
-        config["configurable"]["checkpoint_map"] = dict(request.checkpoint_map)
-    return config
-
-
-def _store_key(item: runner_pb2.StoreKey) -> str:
-    if not item.namespace:
-        raise invalid("namespace must have at least one label.")
-    if not item.key:
-        raise invalid("key must not be empty.")
-    return str(item.key)
-
-
-def _item_to_dict(item: Any) -> dict[str, Any]:
-    found = {
-        "namespace": list(item.namespace),
-        "key": item.key,
-        "value": item.value,
-        "created_at": codec.iso(item.created_at),
-        "updated_at": codec.iso(item.updated_at),
-    }
-    if isinstance(item, SearchItem):
-        found["score"] = item.score  # similarity to the query; None without one
-    return found
-
-
-def _put_index(index_json: bytes) -> Literal[False] | list[str] | None:
-    """A put's `index`: None (the configured fields), False, or JSON paths."""
-    index = codec.loads(index_json, None)
-    if index is None or index is False:
-        return index
-    if isinstance(index, list) and index and all(isinstance(p, str) and p for p in index):
-        return index
-    raise invalid('index: false, or a list of JSON paths such as ["text"].')
-
-
-def _with_caller(config: dict[str, Any], user: AuthUser) -> RunnableConfig:
-    """An assistant's config with the reader as LangGraph Platform stamps a caller in
-    (`merge_auth`): whatever the assistant's config said of a user is replaced."""
-    configurable = {
-        **(config.get("configurable") or {}),
-        "langgraph_auth_user": user,
-        "langgraph_auth_user_id": user.identity,
-        "langgraph_auth_permissions": user.permissions,
-    }
-    return cast(RunnableConfig, {**config, "configurable": configurable})
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
@@ -149,7 +88,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             else principal_user(caller.user_id, sorted(caller.scopes))
         )
         try:
-            config = _with_caller(codec.loads(config_json, None), user) if config_json else None
+            config = with_caller(codec.loads(config_json, None), user) if config_json else None
             opened = self.graphs.open(graph_id, access_context, config, user=user)
             async with opened as graph:
                 yield graph
@@ -161,7 +100,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     ) -> runner_pb2.JsonReply:
         if not request.graph_id:
             return runner_pb2.JsonReply(json=codec.dumps(EMPTY_STATE))
-        config = _checkpoint_config(request)
+        config = checkpoint_config(request)
         if request.checkpoint_id and await self.graphs.checkpointer.aget_tuple(config) is None:
             raise not_found(f"Checkpoint {request.checkpoint_id} not found on this thread.")
         async with self._graph(request.graph_id, "threads.read", context) as graph:
@@ -176,7 +115,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def UpdateThreadState(
         self, request: runner_pb2.UpdateThreadStateRequest, context: grpc.aio.ServicerContext
     ) -> runner_pb2.JsonReply:
-        config = _checkpoint_config(request)
+        config = checkpoint_config(request)
         try:
             async with self._graph(request.graph_id, "threads.update", context) as graph:
                 written = await graph.aupdate_state(
@@ -191,7 +130,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     async def BulkUpdateThreadState(
         self, request: runner_pb2.BulkUpdateThreadStateRequest, context: grpc.aio.ServicerContext
     ) -> runner_pb2.JsonReply:
-        config = _thread_config(request.thread_id)
+        config = state_config(request.thread_id)
         config["configurable"]["checkpoint_ns"] = ""
         updates = superstep_updates(codec.loads(request.supersteps_json, []))
         try:
@@ -264,9 +203,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if not isinstance(value, dict):
             raise invalid("value must be a JSON object.")
         refuse_stored_secrets(value)  # here, where the store is: no request path skips it
-        key = _store_key(request.item)
+        key = store_key(request.item)
         store = self._store(context)
-        index = _put_index(request.index_json)
+        index = put_index(request.index_json)
         if index is not None and index is not False and not self.semantic:
             raise invalid("index: semantic search is not configured (store.index).")
         ttl = request.ttl_minutes if request.HasField("ttl_minutes") else NOT_PROVIDED
@@ -280,17 +219,17 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
     ) -> runner_pb2.JsonReply:
         item = await self._store(context).aget(
             tuple(request.namespace),
-            _store_key(request),
+            store_key(request),
             refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
         )
         # A missing item is an answer, not an error: LangGraph Platform returns `null`.
-        found = None if item is None else _item_to_dict(item)
+        found = None if item is None else item_to_dict(item)
         return runner_pb2.JsonReply(json=codec.dumps(found))
 
     async def StoreDelete(
         self, request: runner_pb2.StoreKey, context: grpc.aio.ServicerContext
     ) -> runner_pb2.JsonReply:
-        await self._store(context).adelete(tuple(request.namespace), _store_key(request))
+        await self._store(context).adelete(tuple(request.namespace), store_key(request))
         return runner_pb2.JsonReply(json=b"{}")
 
     async def StoreSearch(
@@ -306,7 +245,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             offset=request.offset,
             refresh_ttl=request.refresh_ttl if request.HasField("refresh_ttl") else None,
         )
-        return runner_pb2.JsonReply(json=codec.dumps({"items": [_item_to_dict(i) for i in items]}))
+        return runner_pb2.JsonReply(json=codec.dumps({"items": [item_to_dict(i) for i in items]}))
 
     async def StoreListNamespaces(
         self, request: runner_pb2.StoreListNamespacesRequest, context: grpc.aio.ServicerContext
@@ -330,7 +269,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             states = [
                 snapshot_to_dict(snapshot)
                 async for snapshot in graph.aget_state_history(
-                    _checkpoint_config(request),
+                    checkpoint_config(request),
                     filter=codec.loads(request.filter_json, None),
                     before={"configurable": {"checkpoint_id": before}} if before else None,
                     limit=request.limit or 10,
@@ -369,17 +308,6 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         ) as graph:
             found = await subgraph_schemas(graph, request.namespace or None, request.recurse)
         return runner_pb2.JsonReply(json=codec.dumps(found))
-
-
-def connect_peers(channels: PeerChannels) -> Peers:
-    journal = journal_pb2_grpc.JournalStub(channels.journal())
-    return Peers(
-        admission=admission_pb2_grpc.AdmissionStub(channels.admission()),
-        journal=journal,
-        journal_link=JournalLink(journal),
-        delivery=delivery_pb2_grpc.DeliveryStub(channels.delivery()),
-        rpc_timeout=channels.settings.rpc_timeout_seconds,
-    )
 
 
 def prepare_project(settings: Settings) -> None:

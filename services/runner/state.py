@@ -1,4 +1,5 @@
-"""LangGraph `StateSnapshot` -> the JSON shape LangGraph Platform returns for thread state."""
+"""LangGraph `StateSnapshot` -> the JSON shape LangGraph Platform returns for thread state,
+and the configs that read it."""
 
 from __future__ import annotations
 
@@ -121,3 +122,21 @@ def thread_record(thread_id: str, state: dict[str, Any]) -> admission_pb2.Record
         interrupts_json=codec.dumps(interrupts),
         status="interrupted" if state["next"] else "idle",
     )
+
+
+def state_config(thread_id: str, checkpoint_id: str = "") -> dict[str, Any]:
+    """The config that reads a thread's state (at one checkpoint, when given)."""
+    configurable = {"thread_id": thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def checkpoint_config(request: Any) -> dict[str, Any]:
+    """The thread's config at the request's checkpoint: the namespace is always set
+    (LangGraph's writers need it), a subgraph's map of parent checkpoints when given."""
+    config = state_config(request.thread_id, request.checkpoint_id)
+    config["configurable"]["checkpoint_ns"] = request.checkpoint_ns
+    if request.checkpoint_map:
+        config["configurable"]["checkpoint_map"] = dict(request.checkpoint_map)
+    return config

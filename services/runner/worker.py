@@ -22,9 +22,11 @@ import grpc
 
 from waybill.common.readiness import WorkHealth
 from waybill.common.tracing import run_span
-from waybill.services.runner.execution import Peers, RunExecution, RunLimits
+from waybill.services.runner.execution import RunExecution
 from waybill.services.runner.frames import as_reported, error_event
 from waybill.services.runner.graphs import GraphRegistry
+from waybill.services.runner.peers import Peers
+from waybill.services.runner.run_inputs import RunLimits
 from waybill.services.runner.store import RunnerStore
 from waybill.v1 import admission_pb2, common_pb2
 

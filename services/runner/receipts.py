@@ -1,0 +1,118 @@
+"""A run's receipt at delivery, and the release of its held webhooks.
+
+Every run that ends gets a receipt before its terminal status: one with the
+final state when the graph ran, one without when it never had a graph (it was
+ended before it started, or its factory raised). Delivery holds the run's
+webhooks until `confirm_finished` says admission took the terminal status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.types import StateSnapshot
+
+from waybill.common import codec
+from waybill.services.runner.outcome import Outcome, is_paused
+from waybill.services.runner.peers import Peers
+from waybill.services.runner.stats import STATS
+from waybill.v1 import common_pb2, delivery_pb2
+
+log = logging.getLogger("waybill.runner")
+
+
+def run_error(error: BaseException | None) -> common_pb2.RunError:
+    return common_pb2.RunError(
+        error=type(error).__name__ if error else "",
+        message=str(error) if error else "",
+    )
+
+
+def final_output_json(snapshot: StateSnapshot) -> bytes:
+    """The receipt's summary of the final state: its keys, last message and next nodes."""
+    values = snapshot.values if isinstance(snapshot.values, dict) else {}
+    messages = values.get("messages") or []
+    last = messages[-1] if messages else None
+    return codec.dumps(
+        {
+            "state_keys": sorted(values),
+            "last_message": getattr(last, "content", None),
+            "next": list(snapshot.next),
+        }
+    )
+
+
+async def receipt_without_state(
+    peers: Peers,
+    run: common_pb2.Run,
+    webhook: str,
+    status: common_pb2.RunStatus,
+    error: BaseException | None,
+) -> delivery_pb2.Receipt | None:
+    """A receipt with no final state; None when it could not be written (the run
+    ends either way)."""
+    try:
+        receipt: delivery_pb2.Receipt = await peers.delivery.WriteReceipt(
+            delivery_pb2.WriteReceiptRequest(
+                run_id=run.run_id,
+                thread_id=run.thread_id,
+                epoch=run.epoch,
+                outcome=status,
+                final_output_json=b"null",
+                error=run_error(error),
+                assistant_id=run.assistant_id,
+                webhook=webhook,
+            ),
+            timeout=peers.rpc_timeout,
+        )
+    except Exception as failure:  # the run ends either way
+        log.warning("run %s: no receipt written (%s)", run.run_id, failure)
+        return None
+    return receipt
+
+
+async def confirm_finished(peers: Peers, run: common_pb2.Run) -> None:
+    """Release the run's webhooks now; if this fails, delivery asks admission later."""
+    try:
+        await peers.delivery.ConfirmFinished(
+            delivery_pb2.ConfirmFinishedRequest(run_id=run.run_id, epoch=run.epoch),
+            timeout=peers.rpc_timeout,
+        )
+    except Exception as error:  # the outbox settles held webhooks on its own
+        STATS.confirmations_failed += 1
+        log.warning("run %s: webhooks not confirmed (%s)", run.run_id, error)
+
+
+def receipt_request(
+    run: common_pb2.Run,
+    outcome: Outcome,
+    snapshot: StateSnapshot,
+    *,
+    webhook: str,
+    verify_workspace: bool,
+    presented: list[str],
+    untouched: bool,
+    usage: dict[str, Any],
+    start: CheckpointTuple | None,
+) -> delivery_pb2.WriteReceiptRequest:
+    """The receipt of a run whose graph ran: its final state, and what delivery
+    checks of the workspace (`start`: the checkpoint the run started from)."""
+    return delivery_pb2.WriteReceiptRequest(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        epoch=run.epoch,
+        outcome=outcome.status,
+        final_output_json=final_output_json(snapshot),
+        error=run_error(outcome.error),
+        assistant_id=run.assistant_id,
+        verify_workspace=verify_workspace,
+        presented=presented,
+        paused=is_paused(outcome, snapshot),
+        webhook=webhook,
+        values_json=codec.dumps(snapshot.values or {}),
+        usage_json=codec.dumps(usage),
+        untouched=untouched,
+        continues_run_id=str(start.metadata.get("run_id") or "") if start else "",
+    )
