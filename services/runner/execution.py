@@ -21,6 +21,7 @@ from langgraph.types import StateSnapshot
 from waybill.common import codec
 from waybill.common.identity import LOCAL_USER
 from waybill.common.settings import get_settings
+from waybill.common.statuses import CancelAction, RunStatus
 from waybill.common.usage import TokenCount, summarize
 from waybill.services.runner.agent.workspace import SNAPSHOT_GATES
 from waybill.services.runner.deliverables import (
@@ -226,10 +227,12 @@ class RunExecution:
                 STATS.runs_handed_back += 1
             raise StaleEpochError(f"run {self.run.run_id} stopped without finishing")
         rolled_back = outcome.status == common_pb2.RUN_STATUS_INTERRUPTED and (
-            self.cancel_action == "rollback"
+            self.cancel_action == CancelAction.ROLLBACK
         )
         if rolled_back:
             self.fence.check("rollback")
+            if self.checkpointer is not None:
+                await self.checkpointer.close()  # a background save may still be landing
             await self.graphs.checkpointer.adelete_for_runs([self.run.run_id])
         elif outcome.status != common_pb2.RUN_STATUS_SUCCESS:
             await answer_dangling_tool_calls(graph, self.run, self.fence)
@@ -376,7 +379,7 @@ class RunExecution:
         if self.run_journal is None:
             return
         sink = self.run_journal.sink
-        status = codec.RUN_STATUS_NAMES.get(outcome.status, "error")
+        status = codec.RUN_STATUS_NAMES.get(outcome.status, RunStatus.ERROR)
         sink.emit("delivery", delivery_record(status, outcome.stop_reason, snapshot))
         sink.emit("usage", summarize(self._token_counts()))
 

@@ -10,8 +10,10 @@ writes also compare the epoch with the run's fence row, in the same transaction
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -77,6 +79,31 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         # state the run found (no extra read for who ran before it).
         self.found: CheckpointTuple | None = None
         self.found_read = False
+        # Writes under way (a graph may save in the background), and whether the
+        # run's writes are over: a rollback deletes what it wrote once none remain.
+        self._writing = 0
+        self._settled = asyncio.Event()
+        self._settled.set()
+        self.closed = False
+
+    async def close(self) -> None:
+        """Refuse the run's further writes and wait for those under way, so that what
+        is deleted after this stays deleted."""
+        self.closed = True
+        await self._settled.wait()
+
+    @contextlib.contextmanager
+    def _writing_one(self) -> Iterator[None]:
+        if self.closed:
+            raise StaleEpochError(f"run {self.fence.run_id}: its writes are closed")
+        self._writing += 1
+        self._settled.clear()
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            if not self._writing:
+                self._settled.set()
 
     def _refuse(self, reason: str) -> StaleEpochError:
         STATS.stale_checkpoint_writes_refused += 1
@@ -97,7 +124,8 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         # fence trigger inside the insert itself, so no extra read is needed here.
         self._check_lease()
         try:
-            return await self.inner.aput(config, checkpoint, metadata, new_versions)
+            with self._writing_one():
+                return await self.inner.aput(config, checkpoint, metadata, new_versions)
         except Exception as error:
             if STALE_EPOCH_MARK not in str(error):
                 raise
@@ -112,9 +140,10 @@ class FencedCheckpointer(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         self._check_lease()
-        newer = await put_writes_fenced(
-            self.inner, self.fence.run_id, self.fence.epoch, config, writes, task_id, task_path
-        )
+        with self._writing_one():
+            newer = await put_writes_fenced(
+                self.inner, self.fence.run_id, self.fence.epoch, config, writes, task_id, task_path
+            )
         if newer is not None:
             raise self._refuse(f"epoch {self.fence.epoch} is fenced off by {newer}")
 

@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.types import StateSnapshot
 
 from waybill.common import codec
+from waybill.common.statuses import ThreadStatus
 from waybill.common.usage import TokenCount
 from waybill.services.runner.token_ledger import token_count_proto
 from waybill.v1 import admission_pb2, common_pb2
@@ -52,10 +53,11 @@ def finish_request(
     token_counts: list[TokenCount],
 ) -> admission_pb2.RunFinished:
     interrupts = interrupts_of(snapshot)
+    thread_status: str
     if rolled_back:
-        thread_status = "idle"
+        thread_status = ThreadStatus.IDLE
     elif outcome.status == common_pb2.RUN_STATUS_SUCCESS and (interrupts or snapshot.next):
-        thread_status = "interrupted"  # paused by interrupt(): waiting for a resume
+        thread_status = ThreadStatus.INTERRUPTED  # paused by interrupt(): waiting for a resume
     else:
         thread_status = ""
     return admission_pb2.RunFinished(

@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
 from waybill.common import codec
+from waybill.common.statuses import ThreadStatus
 from waybill.v1 import admission_pb2
 
 
@@ -120,7 +121,7 @@ def thread_record(thread_id: str, state: dict[str, Any]) -> admission_pb2.Record
         thread_id=thread_id,
         values_json=codec.dumps(state["values"]),
         interrupts_json=codec.dumps(interrupts),
-        status="interrupted" if state["next"] else "idle",
+        status=ThreadStatus.INTERRUPTED if state["next"] else ThreadStatus.IDLE,
     )
 
 
