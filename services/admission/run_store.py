@@ -160,17 +160,7 @@ class RunStore:
     ) -> RunRecord:
         """Record a cancel request; the first action wins. Only active runs qualify."""
         async with self.engine.begin() as conn:
-            row = (
-                await conn.execute(
-                    select(runs).where(
-                        runs.c.run_id == run_id,
-                        runs.c.thread_id == thread_id,
-                        visible_runs(auth, self.is_postgres),
-                    )
-                )
-            ).first()
-            if row is None or (owner is not None and row.owner_id != owner):
-                raise not_found(f"Run {run_id} not found on thread {thread_id}.")
+            row = await self._visible_run(conn, thread_id, run_id, owner, auth)
             if row.status not in ACTIVE_RUN_STATUSES:
                 raise not_found(f"Run {run_id} not found or not active on thread {thread_id}.")
             record = run_of(row)
@@ -217,18 +207,21 @@ class RunStore:
         self, thread_id: str, run_id: str, owner: str | None = None, auth: Filter = None
     ) -> RunRecord:
         async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(runs).where(
-                        runs.c.run_id == run_id,
-                        runs.c.thread_id == thread_id,
-                        visible_runs(auth, self.is_postgres),
-                    )
-                )
-            ).first()
+            return run_of(await self._visible_run(conn, thread_id, run_id, owner, auth))
+
+    async def _visible_run(
+        self, conn: AsyncConnection, thread_id: str, run_id: str, owner: str | None, auth: Filter
+    ) -> Row[Any]:
+        """The run's row if the caller may see it; else 404 (not someone else's 403)."""
+        query = select(runs).where(
+            runs.c.run_id == run_id,
+            runs.c.thread_id == thread_id,
+            visible_runs(auth, self.is_postgres),
+        )
+        row = (await conn.execute(query)).first()
         if row is None or (owner is not None and row.owner_id != owner):
             raise not_found(f"Run {run_id} not found on thread {thread_id}.")
-        return run_of(row)
+        return row
 
     async def list_runs(
         self,
