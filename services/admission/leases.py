@@ -41,7 +41,7 @@ from waybill.services.admission.metrics import RUNS_FINISHED
 from waybill.services.admission.records import THREAD_STATUS_AFTER_RUN, RunEnd, RunRecord, run_of
 from waybill.services.admission.tables import runs, threads
 from waybill.services.admission.thread_store import THREAD_STAMP
-from waybill.services.admission.usage_ledger import record_usage
+from waybill.services.admission.usage_ledger import add_usage, record_usage
 from waybill.services.admission.wakeups import notify, wake_payload
 
 log = logging.getLogger("waybill.admission.leases")
@@ -342,7 +342,7 @@ class LeaseStore:
             row = (await conn.execute(RUN_TO_END, {"ending_run_id": run_id})).first()
             if row is None or row.epoch != epoch or row.status in ACTIVE_RUN_STATUSES:
                 return False
-            await record_usage(conn, row, counts, codec.now_utc())
+            await add_usage(conn, row, counts, codec.now_utc())
         return True
 
     async def _end(

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.store.base import BaseStore
 
 from waybill.common import codec
-from waybill.common.settings import ConfigFile, get_settings
+from waybill.common.settings import ConfigFile, Settings, get_settings
 from waybill.common.usage import TokenCount
 from waybill.services.runner.agent import memory, titles
 from waybill.services.runner.models import create_chat_model
@@ -58,28 +58,23 @@ def wanted(graph_id: str, config: ConfigFile) -> bool:
     return graph_id in GRAPHS_WITH_HARNESS and (config.memory.enabled or config.titles.enabled)
 
 
-async def after_run(work: AfterRun, store: BaseStore, peers: Peers) -> bool:
+async def after_run(work: AfterRun, store: BaseStore, peers: Peers, settings: Settings) -> bool:
     """Extract, make the title, record their tokens, then write both if admission
     accepted this epoch. False (nothing written) when it refused."""
-    config = get_settings().config_file()
-    facts = await _facts(work, store, config) if config.memory.enabled else []
-    title = await _title(work, peers, config) if config.titles.enabled else ""
+    config = settings.config_file()
+    facts = await _facts(work, store, settings) if config.memory.enabled else []
+    title = await _title(work, peers, settings) if config.titles.enabled else ""
+    prices = settings.prices()
     report = admission_pb2.RunUsageReport(
         run_id=work.run_id,
         epoch=work.epoch,
-        token_counts=[
-            token_count_proto(count.priced(get_settings().prices()))
-            for count in work.counts.values()
-        ],
+        token_counts=[token_count_proto(c.priced(prices)) for c in work.counts.values()],
     )
     reply = await peers.admission.RecordRunUsage(report, timeout=peers.rpc_timeout)
     if not reply.accepted:
         STATS.stale_writes_refused += 1
         log.warning("run %s: epoch %d is stale; no memory, no title", work.run_id, work.epoch)
         return False
-    if facts:
-        max_facts = config.memory.max_facts
-        await memory.remember(store, work.user_id, facts, max_facts, work.thread_id, work.run_id)
     if title:
         try:
             await peers.admission.PatchThread(
@@ -92,18 +87,23 @@ async def after_run(work: AfterRun, store: BaseStore, peers: Peers) -> bool:
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.NOT_FOUND:  # deleted meanwhile: no title
                 raise
+    if facts:  # last: once they are there, the title is too
+        max_facts = config.memory.max_facts
+        await memory.remember(store, work.user_id, facts, max_facts, work.thread_id, work.run_id)
     return True
 
 
-async def _facts(work: AfterRun, store: BaseStore, config: ConfigFile) -> list[str]:
-    name = config.memory.model or get_settings().default_model()
-    known = await memory.recall(store, work.user_id, config.memory.max_facts)
-    facts, answer = await memory.extract_facts(create_chat_model(name), work.messages, known)
+async def _facts(work: AfterRun, store: BaseStore, settings: Settings) -> list[str]:
+    section = settings.config_file().memory
+    name = section.model or settings.default_model()
+    known = await memory.recall(store, work.user_id, section.max_facts)
+    model = create_chat_model(name, settings)
+    facts, answer = await memory.extract_facts(model, work.messages, known)
     work.count(name, "memory", answer)
     return facts
 
 
-async def _title(work: AfterRun, peers: Peers, config: ConfigFile) -> str:
+async def _title(work: AfterRun, peers: Peers, settings: Settings) -> str:
     try:
         thread = await peers.admission.GetThread(
             admission_pb2.GetThreadRequest(thread_id=work.thread_id), timeout=peers.rpc_timeout
@@ -114,9 +114,10 @@ async def _title(work: AfterRun, peers: Peers, config: ConfigFile) -> str:
         raise
     if not titles.wants_title(work.messages, codec.loads(thread.metadata_json, {})):
         return ""
-    name = config.titles.model or get_settings().default_model()
+    section = settings.config_file().titles
+    name = section.model or settings.default_model()
     title, answer = await titles.make_title(
-        create_chat_model(name), work.messages, config.titles.max_chars
+        create_chat_model(name, settings), work.messages, section.max_chars
     )
     work.count(name, "title", answer)
     return title  # empty when the model answered no text (a tool call...)
@@ -125,6 +126,6 @@ async def _title(work: AfterRun, peers: Peers, config: ConfigFile) -> str:
 async def after_run_logged(work: AfterRun, store: BaseStore, peers: Peers) -> None:
     """`after_run` in the background: a failure is logged, never raised (the run has ended)."""
     try:
-        await after_run(work, store, peers)
+        await after_run(work, store, peers, get_settings())
     except Exception:
         log.exception("run %s: memory or title failed", work.run_id)
