@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -28,6 +29,7 @@ from sqlalchemy import text
 from tests.helpers import says
 from tests.stacks import eventually, fresh_postgres_database, running_stack, stack_env
 from waybill.common.launch import Stack
+from waybill.common.settings import ConfigError, read_config_file
 from waybill.common.sql import service_engine
 from waybill.services.runner.after_run import AfterRun, after_run
 from waybill.services.runner.peers import Peers
@@ -285,3 +287,25 @@ async def test_a_long_history_is_summarized_into_state_and_kept_in_history(
     assert run["usage"]["by_source"]["middleware"]["llm_calls"] == 1
     # The next model call is shown the summary.
     assert "Summary of the conversation" in await answer(alice, "/system", thread_id)
+
+
+# ---- the config -------------------------------------------------------------------------
+
+
+def test_the_sections_are_read_strictly(tmp_path: Path) -> None:
+    path = tmp_path / "waybill.yaml"
+    path.write_text(yaml.safe_dump({"memory": {"enable": True}, "titles": {"max_chars": 2}}))
+    with pytest.raises(ConfigError) as refused:
+        read_config_file(path)
+    message = str(refused.value)
+    assert "unknown key `memory.enable` (did you mean `enabled`?)" in message
+    assert "titles.max_chars" in message
+
+    path.write_text(yaml.safe_dump({"summarization": {"enabled": True, "model": "gpt-9"}}))
+    with pytest.raises(ConfigError, match="summarization.model: 'gpt-9' is not in `models`"):
+        read_config_file(path)
+
+    path.write_text(yaml.safe_dump({"memory": {"enabled": True}, "summarization": None}))
+    config = read_config_file(path)
+    assert config.memory.enabled and config.memory.max_facts == 100
+    assert not config.summarization.enabled and not config.titles.enabled
