@@ -21,7 +21,7 @@ import grpc
 import httpx
 import pytest
 import yaml
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from sqlalchemy import text
@@ -32,6 +32,7 @@ from waybill.common.launch import Stack
 from waybill.common.settings import ConfigError, read_config_file
 from waybill.common.sql import service_engine
 from waybill.services.runner.after_run import AfterRun, after_run
+from waybill.services.runner.agent.summarization import cutoff
 from waybill.services.runner.peers import Peers
 from waybill.services.runner.persistence import open_store
 from waybill.v1 import admission_pb2_grpc
@@ -281,8 +282,8 @@ async def test_a_long_history_is_summarized_into_state_and_kept_in_history(
         "middleware": "Summarization",
         "node": "agent",
         "action": "summarized_history",
-        "messages_summarized": 1,
-        "messages_kept": 2,
+        "messages_summarized": 2,  # the first question and its answer
+        "messages_kept": 1,  # from the user's newest message
     } in decisions, decisions
     assert run["usage"]["by_source"]["middleware"]["llm_calls"] == 1
     # The next model call is shown the summary.
@@ -309,3 +310,12 @@ def test_the_sections_are_read_strictly(tmp_path: Path) -> None:
     config = read_config_file(path)
     assert config.memory.enabled and config.memory.max_facts == 100
     assert not config.summarization.enabled and not config.titles.enabled
+
+
+def test_the_kept_messages_start_on_a_user_message_never_inside_a_tool_turn() -> None:
+    call = AIMessage("", tool_calls=[{"name": "add", "args": {}, "id": "c1"}])
+    tool_turn = [HumanMessage("q"), call, ToolMessage("3", tool_call_id="c1"), AIMessage("3")]
+    assert cutoff(tool_turn, 2) == 1  # the call stays with its result
+    talk = [HumanMessage("a"), AIMessage("b"), HumanMessage("c"), AIMessage("d")]
+    assert cutoff(talk, 3) == 2  # from the newest user message within the last 3
+    assert cutoff(talk, 4) == 0  # nothing to summarize

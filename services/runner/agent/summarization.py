@@ -3,10 +3,11 @@
 Before a model call of the lead agent, when the thread's messages are estimated
 above `summarization.trigger_tokens` (or longer than WAYBILL_HISTORY_LIMIT), the
 older ones are summarized by the model (together with the summary of earlier
-summarizations) and removed from the state; the newest `keep_messages` stay, never
-starting inside a tool turn. The summary is kept in the state (`summary`) and shown
-in the system prompt; the originals stay in the thread's checkpoint history, since
-each checkpoint keeps the messages it had. (As langchain's SummarizationMiddleware
+summarizations) and removed from the state; at most the newest `keep_messages` stay,
+from a user's message where they hold one, never from inside a tool turn. The
+summary is kept in the state (`summary`) and shown in the system prompt; the
+originals stay in the thread's checkpoint history, since each checkpoint keeps the
+messages it had. (As langchain's SummarizationMiddleware
 does, which our own middleware chain cannot host as it is.)
 """
 
@@ -55,12 +56,17 @@ def over_budget(
 
 
 def cutoff(messages: Sequence[BaseMessage], keep: int) -> int:
-    """Where the kept messages start: `keep` from the end, moved back so that they
-    never start with a tool result (its call stays with it). 0: nothing to summarize."""
-    index = max(len(messages) - keep, 0)
-    while index > 0 and isinstance(messages[index], ToolMessage):
-        index -= 1
-    return index
+    """Where the kept messages start: at most `keep` from the end, on a user's message
+    (providers want the conversation to start with one); when the last `keep` hold
+    none, `keep` from the end, moved back so that they never start with a tool result
+    (its call stays with it). 0: nothing to summarize."""
+    start = max(len(messages) - keep, 0)
+    for index in range(start, len(messages)):
+        if isinstance(messages[index], HumanMessage):
+            return index
+    while start > 0 and isinstance(messages[start], ToolMessage):
+        start -= 1
+    return start
 
 
 def transcript(messages: Sequence[BaseMessage]) -> str:
