@@ -75,6 +75,40 @@ class AuthSection(BaseModel):
     role_tools: dict[str, list[str]] = Field(default_factory=dict)  # role -> its only tools
 
 
+class MemorySection(BaseModel):
+    """The YAML `memory` section: facts about each user, extracted by the model after
+    their runs of the lead agent and shown in their next runs' system prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    model: str | None = None  # a `models` name; default: `default_model`
+    max_facts: int = Field(default=100, ge=1, le=1000)  # the oldest go beyond it
+
+
+class SummarizationSection(BaseModel):
+    """The YAML `summarization` section: a long history summarized, not trimmed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    model: str | None = None  # a `models` name; default: the run's model
+    # Summarize when the history is estimated above this many tokens (or longer
+    # than WAYBILL_HISTORY_LIMIT messages).
+    trigger_tokens: int = Field(default=100_000, ge=1)
+    keep_messages: int = Field(default=20, ge=1)  # the newest, shown as they are
+
+
+class TitlesSection(BaseModel):
+    """The YAML `titles` section: a new thread's title, made after its first run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    model: str | None = None  # a `models` name; default: `default_model`
+    max_chars: int = Field(default=80, ge=8, le=500)
+
+
 class ConfigFile(BaseSettings):
     """The YAML config file (`WAYBILL_CONFIG`). Read from that file alone (its
     sections are no environment variables), and strictly: see `read_config_file`."""
@@ -87,6 +121,20 @@ class ConfigFile(BaseSettings):
     prices: dict[str, PriceSpec] = Field(default_factory=dict)  # model name -> its price
     # Checked by the delivery service, which knows the platforms (channels/config.py).
     channels: list[dict[str, Any]] = Field(default_factory=list)
+    memory: MemorySection = Field(default_factory=MemorySection)
+    summarization: SummarizationSection = Field(default_factory=SummarizationSection)
+    titles: TitlesSection = Field(default_factory=TitlesSection)
+
+    @model_validator(mode="after")
+    def _harness_models_configured(self) -> ConfigFile:
+        """A model named by `memory`, `summarization` or `titles` must be configured."""
+        names = {spec.name for spec in self.models or DEFAULT_MODELS}
+        for section in ("memory", "summarization", "titles"):
+            model = getattr(self, section).model
+            if model is not None and model not in names:
+                known = ", ".join(sorted(names))
+                raise ValueError(f"{section}.model: '{model}' is not in `models` ({known})")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -20,6 +20,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 SOURCES = ("lead_agent", "subagents", "middleware")
+# The runner's work after a run's end (memory extraction, the thread's title): in
+# `by_source` only when some tokens were spent on it.
+AFTER_RUN_SOURCES = ("memory", "title")
+KNOWN_SOURCES = SOURCES + AFTER_RUN_SOURCES
 COUNTS = ("input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "llm_calls")
 COST_DIGITS = 10
 

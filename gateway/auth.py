@@ -135,6 +135,10 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/store/items"): "store:read",
     ("POST", "/store/items/search"): "store:read",
     ("POST", "/store/namespaces"): "store:read",
+    ("GET", "/memory"): "store:read",
+    ("POST", "/memory"): "store:write",
+    ("PATCH", "/memory/{fact_id}"): "store:write",
+    ("DELETE", "/memory/{fact_id}"): "store:write",
     # MCP and A2A: one route serves many methods, so any key gets in and each
     # method checks its own scope (a tool call or a message needs `runs:create`).
     ("POST", "/mcp"): AUTHENTICATED,

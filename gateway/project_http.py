@@ -329,7 +329,7 @@ def route_groups(path: str) -> set[str]:
     groups = set()
     if path.startswith("/assistants"):
         groups.add("disable_assistants")
-    elif path.startswith("/store"):
+    elif path.startswith(("/store", "/memory")):  # memory lives in the store
         groups.add("disable_store")
     elif path.startswith(("/runs", "/threads/{thread_id}/runs")) or path.endswith("/token-usage"):
         groups.add("disable_runs")

@@ -199,6 +199,12 @@ class StoreItemDelete(Envelope):
     key: str = Field(min_length=1)
 
 
+class MemoryFactBody(Envelope):
+    """`POST /memory`, `PATCH /memory/{fact_id}`: a fact's text."""
+
+    fact: str = Field(min_length=1, max_length=1000)
+
+
 class StoreSearch(Envelope):
     namespace_prefix: list[Label] = Field(default_factory=list)
     filter: dict[FilterKey, Any] | None = None

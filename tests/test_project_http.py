@@ -231,6 +231,7 @@ async def test_disabled_route_groups_answer_404(stack: Stack, http: httpx.AsyncC
         "/store/items", json={"namespace": ["a"], "key": "k", "value": {}}, headers=HEADERS
     )
     assert put.status_code == 404
+    assert (await http.get("/memory", headers=HEADERS)).status_code == 404  # in the store
     client = get_client(url=stack.url, api_key=KEY)
     try:
         with pytest.raises(NotFoundError):

@@ -35,13 +35,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common import codec
 from waybill.common.statuses import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
-from waybill.common.usage import summarize
+from waybill.common.usage import TokenCount, summarize
 from waybill.services.admission.log_closes import owe_close
 from waybill.services.admission.metrics import RUNS_FINISHED
 from waybill.services.admission.records import THREAD_STATUS_AFTER_RUN, RunEnd, RunRecord, run_of
 from waybill.services.admission.tables import runs, threads
 from waybill.services.admission.thread_store import THREAD_STAMP
-from waybill.services.admission.usage_ledger import record_usage
+from waybill.services.admission.usage_ledger import add_usage, record_usage
 from waybill.services.admission.wakeups import notify, wake_payload
 
 log = logging.getLogger("waybill.admission.leases")
@@ -331,6 +331,18 @@ class LeaseStore:
             await record_usage(conn, row, report.token_counts, codec.now_utc())
             if report.rolled_back:
                 await conn.execute(delete(runs).where(runs.c.run_id == report.run_id))
+        return True
+
+    async def record_after_run_usage(
+        self, run_id: str, epoch: int, counts: list[TokenCount]
+    ) -> bool:
+        """Tokens a runner spent after the run's end (its memory, its thread's title),
+        into the ledger; refused (False) unless `epoch` is the one that ended it."""
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(RUN_TO_END, {"ending_run_id": run_id})).first()
+            if row is None or row.epoch != epoch or row.status in ACTIVE_RUN_STATUSES:
+                return False
+            await add_usage(conn, row, counts, codec.now_utc())
         return True
 
     async def _end(

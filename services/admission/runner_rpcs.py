@@ -120,3 +120,17 @@ class RunnerRpcs:
             log.warning("refused stale finish of run %s (epoch %d)", request.run_id, request.epoch)
         self.pool.release(request.runner_id, request.run_id)
         return admission_pb2.FinishRunResponse(accepted=accepted)
+
+    async def RecordRunUsage(
+        self, request: admission_pb2.RunUsageReport, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.RecordRunUsageResponse:
+        counts = token_counts_of(request.token_counts)
+        accepted = await self.leases.record_after_run_usage(request.run_id, request.epoch, counts)
+        if accepted:
+            metrics.count_tokens(counts)
+        else:
+            metrics.STALE_EPOCH_REFUSED.labels("after_run").inc()
+            log.warning(
+                "refused after-run usage of run %s (epoch %d)", request.run_id, request.epoch
+            )
+        return admission_pb2.RecordRunUsageResponse(accepted=accepted)

@@ -82,12 +82,14 @@ class ThreadRpcs:
         self, request: admission_pb2.PatchThreadRequest, context: grpc.aio.ServicerContext
     ) -> common_pb2.Thread:
         metadata = json_object(request.metadata_json, "metadata")
-        refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
+        if_absent = json_object(request.metadata_if_absent_json, "metadata_if_absent")
+        refuse_secrets({**if_absent, **metadata}, None)  # as a run's: read by every reader
         record = await self.threads.patch_thread(
             checked_thread_id(request.thread_id),
             metadata,
             owner_filter(context),
             threads_filter(context),
+            if_absent=if_absent,
         )
         return record.to_proto()
 

@@ -154,10 +154,12 @@ class ThreadStore:
         metadata: dict[str, Any],
         owner: str | None = None,
         auth: Filter = None,
+        if_absent: dict[str, Any] | None = None,
     ) -> ThreadRecord:
+        """Merge `metadata` in; `if_absent`'s keys only where the thread has none yet."""
         async with self.engine.begin() as conn:
             record = await self.read_owned(conn, thread_id, owner, lock=True, auth=auth)
-            record.metadata = {**record.metadata, **metadata}
+            record.metadata = {**(if_absent or {}), **record.metadata, **metadata}
             record.updated_at = codec.now_utc()
             await conn.execute(
                 update(threads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -33,6 +33,25 @@ async def record_usage(
         for count in counts
     ]
     await conn.execute(insert(token_usage), rows)
+
+
+async def add_usage(
+    conn: AsyncConnection, run: Row[Any], counts: list[TokenCount], now: datetime
+) -> None:
+    """Add counts spent after a run's end to its rows (one per model and source),
+    making the rows it has none of yet."""
+    for count in counts:
+        key = (
+            token_usage.c.run_id == run.run_id,
+            token_usage.c.model == count.model,
+            token_usage.c.source == count.source,
+        )
+        added = {name: getattr(token_usage.c, name) + getattr(count, name) for name in COUNTS}
+        if count.cost is not None:
+            added["cost"] = func.coalesce(token_usage.c.cost, 0.0) + count.cost
+        updated = await conn.execute(update(token_usage).where(*key).values(**added))
+        if not updated.rowcount:
+            await record_usage(conn, run, [count], now)
 
 
 async def summed_usage(

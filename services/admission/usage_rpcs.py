@@ -10,7 +10,7 @@ import grpc
 from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
 from waybill.common.identity import Principal
-from waybill.common.usage import SOURCES, TokenCount
+from waybill.common.usage import KNOWN_SOURCES, TokenCount
 from waybill.services.admission.thread_store import ThreadStore
 from waybill.services.admission.usage_ledger import summed_usage
 from waybill.v1 import admission_pb2
@@ -20,8 +20,9 @@ def token_counts_of(counts: Iterable[admission_pb2.TokenCount]) -> list[TokenCou
     """A runner's report, checked: known sources, one entry per (model, source)."""
     found: dict[tuple[str, str], TokenCount] = {}
     for one in counts:
-        if one.source not in SOURCES:
-            raise invalid(f"token_counts: source '{one.source}' is not one of {', '.join(SOURCES)}")
+        if one.source not in KNOWN_SOURCES:
+            known = ", ".join(KNOWN_SOURCES)
+            raise invalid(f"token_counts: source '{one.source}' is not one of {known}")
         if not one.model:
             raise invalid("token_counts: every entry needs a model")
         if (one.model, one.source) in found:

@@ -23,6 +23,8 @@ from waybill.common.identity import LOCAL_USER
 from waybill.common.settings import get_settings
 from waybill.common.statuses import CancelAction, RunStatus
 from waybill.common.usage import TokenCount, summarize
+from waybill.services.runner.after_run import AfterRun
+from waybill.services.runner.after_run import wanted as wants_after_run
 from waybill.services.runner.agent.workspace import SNAPSHOT_GATES
 from waybill.services.runner.deliverables import (
     added_messages,
@@ -93,6 +95,9 @@ class RunExecution:
         self.workspace = WorkspaceSnapshot(run, peers, self.fence, self._starting_point)
         self._graph_task: asyncio.Task[Outcome] | None = None
         self.receipt: delivery_pb2.Receipt | None = None  # once written
+        # Memory and title work left once the run ended (after_run.py); the worker
+        # runs it in the background.
+        self.after_run: AfterRun | None = None
 
     # ---- orders from outside -----------------------------------------------------
 
@@ -278,6 +283,24 @@ class RunExecution:
                 )
             else:
                 await self.sink.close(after_terminal_write=True)
+            self._leave_after_run(outcome, snapshot, rolled_back)
+
+    def _leave_after_run(
+        self, outcome: Outcome, snapshot: StateSnapshot, rolled_back: bool
+    ) -> None:
+        """A successful run of the lead agent leaves its memory and title to do."""
+        if rolled_back or outcome.status != common_pb2.RUN_STATUS_SUCCESS:
+            return
+        if not wants_after_run(self.run.graph_id, get_settings().config_file()):
+            return
+        values = snapshot.values if isinstance(snapshot.values, dict) else {}
+        self.after_run = AfterRun(
+            run_id=self.run.run_id,
+            epoch=self.run.epoch,
+            thread_id=self.run.thread_id,
+            user_id=self.run.owner_id or LOCAL_USER.user_id,
+            messages=list(values.get("messages") or []),
+        )
 
     async def _drive_with_limits(self, graph: Pregel) -> Outcome:
         self._graph_task = asyncio.create_task(self._drive_graph(graph))

@@ -2,8 +2,9 @@
 
 Everything that varies lives in `services/runner/agent/`: which tools a run may
 use and which the model is shown (tools.py), the middleware chain around each
-model call (middleware.py), the system prompt (prompt.py) and the workspace
-file tools (workspace.py). The model comes from `create_chat_model`.
+model call (middleware.py), the system prompt (prompt.py), the workspace
+file tools (workspace.py), the user's memory (memory.py) and a long history's
+summary (summarization.py). The model comes from `create_chat_model`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
 from waybill.common.settings import get_settings
+from waybill.services.runner.agent.memory import prompt_section, recall
 from waybill.services.runner.agent.middleware import (
     ModelRequest,
     apply_after,
     apply_before,
     default_chain,
 )
+from waybill.services.runner.agent.summarization import over_budget, summarize
 from waybill.services.runner.agent.tools import assemble, authorized
 from waybill.services.runner.models import create_chat_model
 from waybill.services.runner.run_journal import note_middleware
@@ -42,6 +45,12 @@ class LeadAgentContext(TypedDict, total=False):
     secrets: dict[str, str]
 
 
+class LeadAgentState(MessagesState, total=False):
+    """The messages, and the summary of those summarized away (summarization.py)."""
+
+    summary: str
+
+
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
@@ -57,7 +66,7 @@ def _tool_sets(
 
 
 async def call_model(
-    state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
+    state: LeadAgentState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
 ) -> dict[str, Any]:
     if not state["messages"]:
         raise ValueError("lead_agent needs input.messages: a list with at least one message")
@@ -66,18 +75,56 @@ async def call_model(
         **(runtime.context or {}),
         "thread_id": configurable.get("thread_id"),
     }
+    model_name = context.get("model_name") or configurable.get("model_name")
+    messages, update = await _summarized(state, config, model_name)
+    context["summary"] = update.get("summary", state.get("summary", ""))
+    context["memory"] = await _memory(runtime, context.get("user_id"))
     shown, _ = _tool_sets(state, config, runtime)
-    request = ModelRequest(messages=list(state["messages"]), tools=shown, context=context)
+    request = ModelRequest(messages=messages, tools=shown, context=context)
     chain = default_chain(get_settings().history_limit)
 
     def note(name: str, decision: dict[str, Any]) -> None:
         note_middleware(config, name, decision)
 
     request = apply_before(chain, request, note)
-    model_name = context.get("model_name") or configurable.get("model_name")
     model = create_chat_model(model_name).bind_tools(request.tools)
     response = await model.ainvoke(request.messages, config)
-    return {"messages": [apply_after(chain, response, note)]}
+    answer = apply_after(chain, response, note)
+    return {**update, "messages": [*update.get("messages", []), answer]}
+
+
+async def _summarized(
+    state: LeadAgentState, config: RunnableConfig, model_name: str | None
+) -> tuple[list[Any], dict[str, Any]]:
+    """The messages the model is shown, and the state update that summarized the
+    older ones away (empty when the history is within budget or summarization is off)."""
+    settings = get_settings()
+    section = settings.config_file().summarization
+    messages, summary = list(state["messages"]), state.get("summary", "")
+    if not section.enabled or not over_budget(messages, summary, section, settings.history_limit):
+        return messages, {}
+    model = create_chat_model(section.model or model_name)
+    done = await summarize(model, messages, summary, section.keep_messages, config)
+    if done is None:
+        return messages, {}
+    note_middleware(
+        config,
+        "Summarization",
+        {
+            "action": "summarized_history",
+            "messages_summarized": len(done.removals),
+            "messages_kept": len(done.kept),
+        },
+    )
+    return done.kept, {"summary": done.summary, "messages": done.removals}
+
+
+async def _memory(runtime: Runtime[LeadAgentContext], user_id: str | None) -> str:
+    """What the system prompt says the agent remembers about the run's user."""
+    section = get_settings().config_file().memory
+    if not section.enabled or runtime.store is None or not user_id:
+        return ""
+    return prompt_section(await recall(runtime.store, user_id, section.max_facts))
 
 
 async def run_tools(
@@ -97,7 +144,7 @@ def route_after_model(state: MessagesState) -> str:
 
 
 def build_lead_agent() -> Any:
-    builder = StateGraph(MessagesState, context_schema=LeadAgentContext)
+    builder = StateGraph(LeadAgentState, context_schema=LeadAgentContext)
     builder.add_node("agent", call_model)  # type: ignore[call-overload]
     builder.add_node("tools", run_tools)  # type: ignore[call-overload]
     builder.add_edge(START, "agent")

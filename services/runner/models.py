@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolMessage,
 )
 from langchain_core.messages.tool import tool_call_chunk
@@ -41,6 +43,10 @@ class ScriptedChatModel(BaseChatModel):
     - `/tools [{"name": NAME, "args": {...}}, ...]` calls those tools one per
       turn, in order, then reports what the last one returned;
     - `/tokens N` streams N tokens (`t0 t1 …`), for benchmarks;
+    - `/system` answers with the system prompt it was shown (what the agent told it);
+    - asked for facts as JSON (a system prompt holding `{"facts":`, as memory
+      extraction's does), it answers `{"facts": [...]}` with what follows each
+      `remember:` in the last human message, one fact per line;
     - anything else is echoed back as `You said: …`, one token per word.
     After a tool result it reports what the tool returned.
     """
@@ -68,6 +74,11 @@ class ScriptedChatModel(BaseChatModel):
         if isinstance(last, ToolMessage):
             return _words(f"Tool {last.name} returned: {last.content}"), []
         text = str(last.content) if isinstance(last, HumanMessage) else ""
+        system = _system_prompt(messages)
+        if FACTS_REQUEST in system:
+            return [json.dumps({"facts": _remembered(text)})], []
+        if text.strip() == "/system":
+            return _words(system), []
         if text.startswith("/tool "):
             name, _, raw_args = text[len("/tool ") :].strip().partition(" ")
             args = json.loads(raw_args) if raw_args.strip() else {}
@@ -136,6 +147,21 @@ class ScriptedChatModel(BaseChatModel):
                 chunk_position="last",
             )
         )
+
+
+FACTS_REQUEST = '{"facts":'
+REMEMBER = re.compile(r"remember:\s*(.+)")
+
+
+def _system_prompt(messages: list[BaseMessage]) -> str:
+    first = messages[0] if messages else None
+    return str(first.content) if isinstance(first, SystemMessage) else ""
+
+
+def _remembered(text: str) -> list[str]:
+    """What follows each `remember:` in `text`, once each, in order."""
+    found = (match.group(1).strip() for match in REMEMBER.finditer(text))
+    return list(dict.fromkeys(fact for fact in found if fact))
 
 
 def _last_human(messages: list[BaseMessage]) -> int:

@@ -27,7 +27,7 @@ from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from waybill.common.usage import SOURCES
+from waybill.common.usage import KNOWN_SOURCES
 from waybill.services.runner.loop_turns import LoopTurns, no_turn
 from waybill.services.runner.record_sink import RecordSink
 from waybill.services.runner.token_ledger import TokenLedger, usage_of
@@ -50,7 +50,7 @@ class Call:
 
 def source_of(metadata: dict[str, Any], tags: list[str]) -> str:
     explicit = metadata.get("waybill_source")
-    if explicit in SOURCES:
+    if explicit in KNOWN_SOURCES:
         return str(explicit)
     if MIDDLEWARE_TAG in tags:
         return "middleware"

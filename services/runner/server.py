@@ -22,6 +22,7 @@ from waybill.common.readiness import WorkHealth
 from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
+from waybill.services.runner.agent import memory
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.graph_context import AuthUser, principal_user, with_caller
 from waybill.services.runner.graphs import (
@@ -259,6 +260,34 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         )
         return runner_pb2.JsonReply(json=codec.dumps({"namespaces": [list(n) for n in namespaces]}))
 
+    # ---- the caller's memory (agent/memory.py) ------------------------------------------
+
+    async def ListMemory(
+        self, request: runner_pb2.ListMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.MemoryFacts:
+        facts = await memory.recall(self.graphs.store, acting_user(context), memory.LIST_MAX)
+        return runner_pb2.MemoryFacts(facts=[memory_fact_proto(f) for f in facts])
+
+    async def PutMemory(
+        self, request: runner_pb2.PutMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.MemoryFact:
+        try:
+            fact = await memory.put_fact(
+                self.graphs.store, acting_user(context), request.fact, request.fact_id
+            )
+        except KeyError as error:
+            raise not_found(f"Fact {request.fact_id} not found.") from error
+        return memory_fact_proto(fact)
+
+    async def DeleteMemory(
+        self, request: runner_pb2.DeleteMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> runner_pb2.DeleteMemoryResponse:
+        try:
+            await memory.delete_fact(self.graphs.store, acting_user(context), request.fact_id)
+        except KeyError as error:
+            raise not_found(f"Fact {request.fact_id} not found.") from error
+        return runner_pb2.DeleteMemoryResponse()
+
     async def GetThreadHistory(
         self, request: runner_pb2.GetThreadHistoryRequest, context: grpc.aio.ServicerContext
     ) -> runner_pb2.JsonReply:
@@ -308,6 +337,17 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         ) as graph:
             found = await subgraph_schemas(graph, request.namespace or None, request.recurse)
         return runner_pb2.JsonReply(json=codec.dumps(found))
+
+
+def memory_fact_proto(fact: memory.Fact) -> runner_pb2.MemoryFact:
+    return runner_pb2.MemoryFact(
+        fact_id=fact.fact_id,
+        fact=fact.fact,
+        thread_id=fact.thread_id,
+        run_id=fact.run_id,
+        created_at=fact.created_at,
+        updated_at=fact.updated_at,
+    )
 
 
 def prepare_project(settings: Settings) -> None:

@@ -22,6 +22,7 @@ import grpc
 
 from waybill.common.readiness import WorkHealth
 from waybill.common.tracing import run_span
+from waybill.services.runner.after_run import after_run_logged
 from waybill.services.runner.execution import RunExecution
 from waybill.services.runner.frames import as_reported, error_event
 from waybill.services.runner.graphs import GraphRegistry
@@ -163,12 +164,23 @@ class Worker:
         ):
             try:
                 await execution.execute()
+                self._after_run(execution)
             except Exception as error:
                 log.exception("run %s: infrastructure failure", run.run_id)
                 await self._report_failure(execution, error)
             finally:
                 if self.executions.get(run.run_id) is execution:
                     del self.executions[run.run_id]
+
+    def _after_run(self, execution: RunExecution) -> None:
+        """The ended run's memory and title, in the background (stop() waits for them
+        within its grace, as for runs)."""
+        if execution.after_run is None:
+            return
+        work = after_run_logged(execution.after_run, self.graphs.store, self.peers)
+        task = asyncio.create_task(work, name=f"after-run:{execution.run.run_id}")
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def _report_failure(self, execution: RunExecution, error: Exception) -> None:
         if not execution.fence.held:

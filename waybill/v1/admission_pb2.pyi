@@ -24,12 +24,14 @@ class GetThreadRequest(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
 
 class PatchThreadRequest(_message.Message):
-    __slots__ = ("thread_id", "metadata_json")
+    __slots__ = ("thread_id", "metadata_json", "metadata_if_absent_json")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_IF_ABSENT_JSON_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     metadata_json: bytes
-    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ...) -> None: ...
+    metadata_if_absent_json: bytes
+    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., metadata_if_absent_json: _Optional[bytes] = ...) -> None: ...
 
 class RecordThreadStateRequest(_message.Message):
     __slots__ = ("thread_id", "values_json", "interrupts_json", "status")
@@ -366,6 +368,22 @@ class RunFinished(_message.Message):
     rolled_back: bool
     token_counts: _containers.RepeatedCompositeFieldContainer[TokenCount]
     def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ..., token_counts: _Optional[_Iterable[_Union[TokenCount, _Mapping]]] = ...) -> None: ...
+
+class RunUsageReport(_message.Message):
+    __slots__ = ("run_id", "epoch", "token_counts")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    epoch: int
+    token_counts: _containers.RepeatedCompositeFieldContainer[TokenCount]
+    def __init__(self, run_id: _Optional[str] = ..., epoch: _Optional[int] = ..., token_counts: _Optional[_Iterable[_Union[TokenCount, _Mapping]]] = ...) -> None: ...
+
+class RecordRunUsageResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
 
 class TokenCount(_message.Message):
     __slots__ = ("model", "source", "input_tokens", "output_tokens", "total_tokens", "cache_read_tokens", "llm_calls", "cost")

@@ -160,6 +160,11 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.RunFinished.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.FinishRunResponse.FromString,
                 _registered_method=True)
+        self.RecordRunUsage = channel.unary_unary(
+                '/waybill.v1.Admission/RecordRunUsage',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.RunUsageReport.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.RecordRunUsageResponse.FromString,
+                _registered_method=True)
         self.GetTokenUsage = channel.unary_unary(
                 '/waybill.v1.Admission/GetTokenUsage',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
@@ -393,6 +398,16 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordRunUsage(self, request, context):
+        """A runner's work after a run's terminal status (memory extraction, a title)
+        adds its tokens to the ledger. Fenced: accepted only from the epoch whose
+        terminal write was accepted; a stale epoch (a zombie runner) is refused
+        (accepted=false) and must write nothing more for the run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTokenUsage(self, request, context):
         """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
         caller's), or, without a thread, every run a user owns.
@@ -574,6 +589,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.FinishRun,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.RunFinished.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.FinishRunResponse.SerializeToString,
+            ),
+            'RecordRunUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordRunUsage,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.RunUsageReport.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.RecordRunUsageResponse.SerializeToString,
             ),
             'GetTokenUsage': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTokenUsage,
@@ -1286,6 +1306,33 @@ class Admission:
             '/waybill.v1.Admission/FinishRun',
             waybill_dot_v1_dot_admission__pb2.RunFinished.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.FinishRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordRunUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/RecordRunUsage',
+            waybill_dot_v1_dot_admission__pb2.RunUsageReport.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.RecordRunUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -115,6 +115,12 @@ class AdmissionStub:
     """A runner reports a terminal status. Refused (accepted=false) when the
     epoch is stale or the run already ended: the caller lost the run.
     """
+    RecordRunUsage: _grpc.UnaryUnaryMultiCallable[_admission_pb2.RunUsageReport, _admission_pb2.RecordRunUsageResponse]
+    """A runner's work after a run's terminal status (memory extraction, a title)
+    adds its tokens to the ledger. Fenced: accepted only from the epoch whose
+    terminal write was accepted; a stale epoch (a zombie runner) is refused
+    (accepted=false) and must write nothing more for the run.
+    """
     GetTokenUsage: _grpc.UnaryUnaryMultiCallable[_admission_pb2.GetTokenUsageRequest, _admission_pb2.TokenUsage]
     """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
     caller's), or, without a thread, every run a user owns.
@@ -221,6 +227,12 @@ class AdmissionAsyncStub(AdmissionStub):
     FinishRun: _aio.UnaryUnaryMultiCallable[_admission_pb2.RunFinished, _admission_pb2.FinishRunResponse]  # type: ignore[assignment]
     """A runner reports a terminal status. Refused (accepted=false) when the
     epoch is stale or the run already ended: the caller lost the run.
+    """
+    RecordRunUsage: _aio.UnaryUnaryMultiCallable[_admission_pb2.RunUsageReport, _admission_pb2.RecordRunUsageResponse]  # type: ignore[assignment]
+    """A runner's work after a run's terminal status (memory extraction, a title)
+    adds its tokens to the ledger. Fenced: accepted only from the epoch whose
+    terminal write was accepted; a stale epoch (a zombie runner) is refused
+    (accepted=false) and must write nothing more for the run.
     """
     GetTokenUsage: _aio.UnaryUnaryMultiCallable[_admission_pb2.GetTokenUsageRequest, _admission_pb2.TokenUsage]  # type: ignore[assignment]
     """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
@@ -475,6 +487,18 @@ class AdmissionServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admission_pb2.FinishRunResponse, _abc.Awaitable[_admission_pb2.FinishRunResponse]]:
         """A runner reports a terminal status. Refused (accepted=false) when the
         epoch is stale or the run already ended: the caller lost the run.
+        """
+
+    @_abc_1.abstractmethod
+    def RecordRunUsage(
+        self,
+        request: _admission_pb2.RunUsageReport,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admission_pb2.RecordRunUsageResponse, _abc.Awaitable[_admission_pb2.RecordRunUsageResponse]]:
+        """A runner's work after a run's terminal status (memory extraction, a title)
+        adds its tokens to the ledger. Fenced: accepted only from the epoch whose
+        terminal write was accepted; a stale epoch (a zombie runner) is refused
+        (accepted=false) and must write nothing more for the run.
         """
 
     @_abc_1.abstractmethod

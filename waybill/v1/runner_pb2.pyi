@@ -199,6 +199,50 @@ class GetSubgraphsRequest(_message.Message):
     config_json: bytes
     def __init__(self, graph_id: _Optional[str] = ..., namespace: _Optional[str] = ..., recurse: _Optional[bool] = ..., config_json: _Optional[bytes] = ...) -> None: ...
 
+class ListMemoryRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MemoryFact(_message.Message):
+    __slots__ = ("fact_id", "fact", "thread_id", "run_id", "created_at", "updated_at")
+    FACT_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    fact_id: str
+    fact: str
+    thread_id: str
+    run_id: str
+    created_at: str
+    updated_at: str
+    def __init__(self, fact_id: _Optional[str] = ..., fact: _Optional[str] = ..., thread_id: _Optional[str] = ..., run_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ...) -> None: ...
+
+class MemoryFacts(_message.Message):
+    __slots__ = ("facts",)
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    facts: _containers.RepeatedCompositeFieldContainer[MemoryFact]
+    def __init__(self, facts: _Optional[_Iterable[_Union[MemoryFact, _Mapping]]] = ...) -> None: ...
+
+class PutMemoryRequest(_message.Message):
+    __slots__ = ("fact_id", "fact")
+    FACT_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    fact_id: str
+    fact: str
+    def __init__(self, fact_id: _Optional[str] = ..., fact: _Optional[str] = ...) -> None: ...
+
+class DeleteMemoryRequest(_message.Message):
+    __slots__ = ("fact_id",)
+    FACT_ID_FIELD_NUMBER: _ClassVar[int]
+    fact_id: str
+    def __init__(self, fact_id: _Optional[str] = ...) -> None: ...
+
+class DeleteMemoryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class JsonReply(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]

@@ -89,6 +89,21 @@ class RunnerStub:
                 request_serializer=waybill_dot_v1_dot_runner__pb2.StoreListNamespacesRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
                 _registered_method=True)
+        self.ListMemory = channel.unary_unary(
+                '/waybill.v1.Runner/ListMemory',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.ListMemoryRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.MemoryFacts.FromString,
+                _registered_method=True)
+        self.PutMemory = channel.unary_unary(
+                '/waybill.v1.Runner/PutMemory',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.PutMemoryRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.MemoryFact.FromString,
+                _registered_method=True)
+        self.DeleteMemory = channel.unary_unary(
+                '/waybill.v1.Runner/DeleteMemory',
+                request_serializer=waybill_dot_v1_dot_runner__pb2.DeleteMemoryRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_runner__pb2.DeleteMemoryResponse.FromString,
+                _registered_method=True)
         self.GetThreadHistory = channel.unary_unary(
                 '/waybill.v1.Runner/GetThreadHistory',
                 request_serializer=waybill_dot_v1_dot_runner__pb2.GetThreadHistoryRequest.SerializeToString,
@@ -199,6 +214,29 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemory(self, request, context):
+        """The caller's long-term memory: the facts the lead agent remembers about them
+        (extracted after their runs, shown in their next runs' prompt), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutMemory(self, request, context):
+        """Add a fact (empty fact_id) or change one of the caller's; NOT_FOUND for a
+        fact_id the caller has no fact under, INVALID_ARGUMENT for an empty fact.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMemory(self, request, context):
+        """Forget one of the caller's facts; NOT_FOUND when they have no such fact.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetThreadHistory(self, request, context):
         """Past states of a thread, newest first (LangGraph's get_state_history), as a JSON list.
         """
@@ -292,6 +330,21 @@ def add_RunnerServicer_to_server(servicer, server):
                     servicer.StoreListNamespaces,
                     request_deserializer=waybill_dot_v1_dot_runner__pb2.StoreListNamespacesRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_runner__pb2.JsonReply.SerializeToString,
+            ),
+            'ListMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemory,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.ListMemoryRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.MemoryFacts.SerializeToString,
+            ),
+            'PutMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutMemory,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.PutMemoryRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.MemoryFact.SerializeToString,
+            ),
+            'DeleteMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMemory,
+                    request_deserializer=waybill_dot_v1_dot_runner__pb2.DeleteMemoryRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_runner__pb2.DeleteMemoryResponse.SerializeToString,
             ),
             'GetThreadHistory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetThreadHistory,
@@ -616,6 +669,87 @@ class Runner:
             '/waybill.v1.Runner/StoreListNamespaces',
             waybill_dot_v1_dot_runner__pb2.StoreListNamespacesRequest.SerializeToString,
             waybill_dot_v1_dot_runner__pb2.JsonReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/ListMemory',
+            waybill_dot_v1_dot_runner__pb2.ListMemoryRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.MemoryFacts.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/PutMemory',
+            waybill_dot_v1_dot_runner__pb2.PutMemoryRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.MemoryFact.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Runner/DeleteMemory',
+            waybill_dot_v1_dot_runner__pb2.DeleteMemoryRequest.SerializeToString,
+            waybill_dot_v1_dot_runner__pb2.DeleteMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,6 +62,16 @@ class RunnerStub:
     StoreDelete: _grpc.UnaryUnaryMultiCallable[_runner_pb2.StoreKey, _runner_pb2.JsonReply]
     StoreSearch: _grpc.UnaryUnaryMultiCallable[_runner_pb2.StoreSearchRequest, _runner_pb2.JsonReply]
     StoreListNamespaces: _grpc.UnaryUnaryMultiCallable[_runner_pb2.StoreListNamespacesRequest, _runner_pb2.JsonReply]
+    ListMemory: _grpc.UnaryUnaryMultiCallable[_runner_pb2.ListMemoryRequest, _runner_pb2.MemoryFacts]
+    """The caller's long-term memory: the facts the lead agent remembers about them
+    (extracted after their runs, shown in their next runs' prompt), oldest first.
+    """
+    PutMemory: _grpc.UnaryUnaryMultiCallable[_runner_pb2.PutMemoryRequest, _runner_pb2.MemoryFact]
+    """Add a fact (empty fact_id) or change one of the caller's; NOT_FOUND for a
+    fact_id the caller has no fact under, INVALID_ARGUMENT for an empty fact.
+    """
+    DeleteMemory: _grpc.UnaryUnaryMultiCallable[_runner_pb2.DeleteMemoryRequest, _runner_pb2.DeleteMemoryResponse]
+    """Forget one of the caller's facts; NOT_FOUND when they have no such fact."""
     GetThreadHistory: _grpc.UnaryUnaryMultiCallable[_runner_pb2.GetThreadHistoryRequest, _runner_pb2.JsonReply]
     """Past states of a thread, newest first (LangGraph's get_state_history), as a JSON list."""
     GetStats: _grpc.UnaryUnaryMultiCallable[_runner_pb2.GetStatsRequest, _runner_pb2.JsonReply]
@@ -107,6 +117,16 @@ class RunnerAsyncStub(RunnerStub):
     StoreDelete: _aio.UnaryUnaryMultiCallable[_runner_pb2.StoreKey, _runner_pb2.JsonReply]  # type: ignore[assignment]
     StoreSearch: _aio.UnaryUnaryMultiCallable[_runner_pb2.StoreSearchRequest, _runner_pb2.JsonReply]  # type: ignore[assignment]
     StoreListNamespaces: _aio.UnaryUnaryMultiCallable[_runner_pb2.StoreListNamespacesRequest, _runner_pb2.JsonReply]  # type: ignore[assignment]
+    ListMemory: _aio.UnaryUnaryMultiCallable[_runner_pb2.ListMemoryRequest, _runner_pb2.MemoryFacts]  # type: ignore[assignment]
+    """The caller's long-term memory: the facts the lead agent remembers about them
+    (extracted after their runs, shown in their next runs' prompt), oldest first.
+    """
+    PutMemory: _aio.UnaryUnaryMultiCallable[_runner_pb2.PutMemoryRequest, _runner_pb2.MemoryFact]  # type: ignore[assignment]
+    """Add a fact (empty fact_id) or change one of the caller's; NOT_FOUND for a
+    fact_id the caller has no fact under, INVALID_ARGUMENT for an empty fact.
+    """
+    DeleteMemory: _aio.UnaryUnaryMultiCallable[_runner_pb2.DeleteMemoryRequest, _runner_pb2.DeleteMemoryResponse]  # type: ignore[assignment]
+    """Forget one of the caller's facts; NOT_FOUND when they have no such fact."""
     GetThreadHistory: _aio.UnaryUnaryMultiCallable[_runner_pb2.GetThreadHistoryRequest, _runner_pb2.JsonReply]  # type: ignore[assignment]
     """Past states of a thread, newest first (LangGraph's get_state_history), as a JSON list."""
     GetStats: _aio.UnaryUnaryMultiCallable[_runner_pb2.GetStatsRequest, _runner_pb2.JsonReply]  # type: ignore[assignment]
@@ -215,6 +235,34 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         request: _runner_pb2.StoreListNamespacesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_runner_pb2.JsonReply, _abc.Awaitable[_runner_pb2.JsonReply]]: ...
+
+    @_abc_1.abstractmethod
+    def ListMemory(
+        self,
+        request: _runner_pb2.ListMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runner_pb2.MemoryFacts, _abc.Awaitable[_runner_pb2.MemoryFacts]]:
+        """The caller's long-term memory: the facts the lead agent remembers about them
+        (extracted after their runs, shown in their next runs' prompt), oldest first.
+        """
+
+    @_abc_1.abstractmethod
+    def PutMemory(
+        self,
+        request: _runner_pb2.PutMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runner_pb2.MemoryFact, _abc.Awaitable[_runner_pb2.MemoryFact]]:
+        """Add a fact (empty fact_id) or change one of the caller's; NOT_FOUND for a
+        fact_id the caller has no fact under, INVALID_ARGUMENT for an empty fact.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteMemory(
+        self,
+        request: _runner_pb2.DeleteMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runner_pb2.DeleteMemoryResponse, _abc.Awaitable[_runner_pb2.DeleteMemoryResponse]]:
+        """Forget one of the caller's facts; NOT_FOUND when they have no such fact."""
 
     @_abc_1.abstractmethod
     def GetThreadHistory(

@@ -19,9 +19,17 @@ Tools you can use now: $tools."""
 
 
 def render_system_prompt(context: dict[str, Any], tools: Sequence[BaseTool]) -> str:
-    return SYSTEM_PROMPT.substitute(
+    prompt = SYSTEM_PROMPT.substitute(
         agent_name=context.get("agent_name") or "Waybill",
         today=datetime.now(UTC).date().isoformat(),
         thread_id=context.get("thread_id") or "(none)",
         tools=", ".join(t.name for t in tools) or "none",
     )
+    # What the agent remembers of the user (memory.py), and of this conversation's
+    # older part (summarization.py).
+    if context.get("memory"):
+        prompt += "\n\n" + str(context["memory"])
+    if context.get("summary"):
+        prompt += "\n\nSummary of the conversation before the messages below:\n"
+        prompt += str(context["summary"])
+    return prompt
