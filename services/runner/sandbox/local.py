@@ -1,0 +1,292 @@
+"""The local sandbox provider: each command a confined subprocess.
+
+What confines it depends on what the machine allows, found once by a probe:
+
+- `namespaces+uid` (the runner is root): new pid, net, mount, ipc and uts
+  namespaces; a root of its own (a tmpfs holding read-only `/usr`, a few device
+  nodes, a fresh `/proc` and `/tmp`, and the thread's workspace at
+  `/workspace`), entered with chroot; a throwaway uid with no capabilities and
+  `no_new_privs`; resource limits (CPU, address space, processes, file size).
+- `namespaces` (not root, user namespaces allowed): the same in a user
+  namespace, without the throwaway uid (nor its process limit).
+- `rlimits` (neither): a plain subprocess in the workspace with the resource
+  limits only. It can read the host's files and reach the network: the lease
+  record and the runner's log say so.
+
+The pid namespace is torn down with its first process, so nothing a command
+started outlives it; the sandbox's close kills any process still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from waybill.common.settings import get_settings
+from waybill.services.runner.sandbox.provider import (
+    WORKSPACE_MOUNT,
+    ExecResult,
+    LeaseRequest,
+    Limits,
+    Output,
+    limit_hit,
+)
+
+log = logging.getLogger("waybill.runner.sandbox")
+
+# Run as the namespaces' first process (root inside them): build the sandbox's
+# root on a tmpfs, enter it, drop to the sandbox's uid under its limits, and run
+# the command as a child (so that its end by a signal is told as 128 + n). CPU
+# time: SIGXCPU at the limit, SIGKILL a second later if that was ignored.
+CONFINE = r"""
+set -e
+root=$1 workspace=$2 uid=$3 cpu=$4 memory=$5 nproc=$6 fsize=$7
+shift 7
+mount --make-rprivate /
+mount -t tmpfs -o size=16m,mode=755 sandbox "$root"
+mkdir -p "$root/usr" "$root/etc" "$root/dev" "$root/proc" "$root/tmp" "$root/workspace"
+mount --rbind /usr "$root/usr"
+mount -o remount,bind,ro "$root/usr"
+for link in bin lib lib64 sbin; do ln -s "usr/$link" "$root/$link"; done
+for node in null zero random urandom; do
+  touch "$root/dev/$node"
+  mount --bind "/dev/$node" "$root/dev/$node"
+done
+mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+mount -t tmpfs -o size=64m,mode=1777,nosuid,nodev tmp "$root/tmp"
+mount --bind "$workspace" "$root/workspace"
+[ -f /etc/ld.so.cache ] && cp /etc/ld.so.cache "$root/etc/"
+echo "sandbox:x:$uid:$uid:sandbox:/workspace:/bin/sh" > "$root/etc/passwd"
+echo "sandbox:x:$uid:" > "$root/etc/group"
+mount -t tmpfs -o remount,ro sandbox "$root"
+cd /
+if [ "$uid" = "-" ]; then
+  drop=""
+  limits="--cpu=$cpu:$((cpu + 1)) --as=$memory --fsize=$fsize"
+else
+  drop="/usr/bin/setpriv --reuid=$uid --regid=$uid --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all"
+  limits="--cpu=$cpu:$((cpu + 1)) --as=$memory --nproc=$nproc --fsize=$fsize"
+fi
+exec chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/workspace \
+  LANG=C.UTF-8 TMPDIR=/tmp /usr/bin/prlimit $limits -- $drop \
+  /bin/sh -c 'cd /workspace && "$@"; exit $?' sandbox "$@"
+"""
+
+NAMESPACES = ["--pid", "--fork", "--kill-child", "--mount", "--ipc", "--uts"]
+THROWAWAY_UIDS = (1_000_000, 2_000_000_000)
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Confinement:
+    unshare: list[str]  # the `unshare` options, empty: no namespaces
+    switch_uid: bool
+
+    def names(self, network: bool) -> list[str]:
+        """What confines a sandbox, for its lease record (`network`: it may use it)."""
+        if not self.unshare:
+            return ["rlimits"]
+        found = ["user"] if "--user" in self.unshare else []
+        found += ["pid", "mount", "ipc", "uts"] + ([] if network else ["net"])
+        found += ["uid"] if self.switch_uid else []
+        return [*found, "rlimits"]
+
+
+def _works(argv: list[str]) -> bool:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@lru_cache(maxsize=1)
+def confinement() -> Confinement:
+    """The strongest confinement this machine allows (probed once per process)."""
+    unshare = shutil.which("unshare")
+    if unshare and os.geteuid() == 0 and _works([unshare, *NAMESPACES, "--net", "true"]):
+        return Confinement(NAMESPACES, switch_uid=True)
+    as_user = ["--user", "--map-root-user", *NAMESPACES]
+    if unshare and _works([unshare, *as_user, "--net", "true"]):
+        return Confinement(as_user, switch_uid=False)
+    log.warning(
+        "sandbox: no namespaces on this machine (unshare refused): commands run as plain "
+        "subprocesses with resource limits only; they can read host files and the network"
+    )
+    return Confinement([], switch_uid=False)
+
+
+_uids_in_use: set[int] = set()
+
+
+def _throwaway_uid() -> int:
+    while True:
+        uid = random.randrange(*THROWAWAY_UIDS)
+        if uid not in _uids_in_use:
+            _uids_in_use.add(uid)
+            return uid
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid)
+    for path in root.rglob("*"):
+        os.chown(path, uid, gid, follow_symlinks=False)
+
+
+@dataclass
+class LocalSandbox:
+    sandbox_id: str
+    workspace: Path
+    scratch: Path  # the sandbox's mount point on the host, removed at close
+    limits: Limits
+    way: Confinement
+    uid: int | None
+    _running: set[asyncio.subprocess.Process] = field(default_factory=set)
+
+    @property
+    def confinement(self) -> list[str]:
+        return self.way.names(self.limits.network)
+
+    def _argv(self, command: list[str]) -> list[str]:
+        limits = self.limits
+        if not self.way.unshare:
+            return [
+                "prlimit",
+                f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
+                f"--as={limits.memory_bytes}",
+                f"--fsize={limits.file_bytes}",
+                "--",
+                *command,
+            ]
+        network = [] if limits.network else ["--net"]
+        uid = str(self.uid) if self.uid is not None else "-"
+        return [
+            "unshare",
+            *self.way.unshare,
+            *network,
+            "--",
+            "/bin/sh",
+            "-c",
+            CONFINE,
+            "confine",
+            str(self.scratch),
+            str(self.workspace),
+            uid,
+            str(limits.cpu_seconds),
+            str(limits.memory_bytes),
+            str(limits.processes),
+            str(limits.file_bytes),
+            *command,
+        ]
+
+    async def execute(self, argv: list[str], stdin: bytes = b"") -> ExecResult:
+        unconfined_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workspace)}
+        process = await asyncio.create_subprocess_exec(
+            *self._argv(argv),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=self.workspace,
+            env=unconfined_env if not self.way.unshare else {"PATH": SYSTEM_PATH},
+            start_new_session=True,  # its own process group, killed as one
+        )
+        self._running.add(process)
+        stdout, stderr = Output(self.limits.output_bytes), Output(self.limits.output_bytes)
+        timed_out = False
+        try:
+            talk = asyncio.gather(
+                _feed(process, stdin),
+                _drain(process.stdout, stdout),
+                _drain(process.stderr, stderr),
+                process.wait(),
+            )
+            try:
+                await asyncio.wait_for(talk, self.limits.timeout_seconds)
+            except TimeoutError:
+                timed_out = True
+        finally:
+            _kill(process)
+            await process.wait()
+            self._running.discard(process)
+        code = process.returncode if process.returncode is not None else -1
+        dropped = stdout.dropped + stderr.dropped
+        return ExecResult(
+            exit_code=code,
+            stdout=stdout.text(),
+            stderr=stderr.text(),
+            limit_hit=limit_hit(code, stderr.text(), timed_out, dropped),
+            output_dropped=dropped,
+        )
+
+    async def close(self) -> None:
+        for process in list(self._running):
+            _kill(process)
+            await process.wait()
+        self._running.clear()
+        if self.uid is not None:
+            await asyncio.to_thread(self._hand_back_workspace)
+            _uids_in_use.discard(self.uid)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _hand_back_workspace(self) -> None:
+        """The workspace's files belong to the runner again (the uid was lent)."""
+        if self.uid is not None and self.workspace.exists():
+            _chown_tree(self.workspace, os.getuid(), os.getgid())
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    assert process.stdin is not None
+    try:
+        if data:
+            process.stdin.write(data)
+            await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the command did not read its input
+    finally:
+        process.stdin.close()
+
+
+async def _drain(stream: asyncio.StreamReader | None, into: Output) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(65536):
+        into.add(chunk)
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # with it, its pid namespace ends
+    except ProcessLookupError:
+        pass
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+
+    async def lease(self, request: LeaseRequest) -> LocalSandbox:
+        way = await asyncio.to_thread(confinement)
+        sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
+        scratch = get_settings().data_dir.resolve() / "sandboxes" / sandbox_id
+        scratch.mkdir(parents=True)
+        uid = _throwaway_uid() if way.switch_uid else None
+        if uid is not None:
+            # The sandbox's user may change the workspace while it holds it.
+            await asyncio.to_thread(_chown_tree, request.workspace, uid, uid)
+        return LocalSandbox(sandbox_id, request.workspace, scratch, self.limits, way, uid)
+
+
+__all__ = ["WORKSPACE_MOUNT", "LocalProvider", "LocalSandbox", "confinement"]
