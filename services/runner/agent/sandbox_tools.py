@@ -70,10 +70,10 @@ def _answer(result: ExecResult) -> str:
     return "\n".join(parts)
 
 
-async def _run(config: RunnableConfig, argv: list[str], stdin: bytes = b"") -> str:
+async def _run(config: RunnableConfig, argv: list[str]) -> str:
     await _snapshot_taken(config)
     try:
-        result = await SANDBOXES.execute(_request(config), argv, stdin, _note(config))
+        result = await SANDBOXES.execute(_request(config), argv, _note(config))
     except SandboxUnavailable as error:
         raise ToolException(f"no sandbox: {error}") from None
     return _answer(result)
@@ -95,7 +95,7 @@ async def bash(command: str, config: RunnableConfig) -> str:
 async def python(code: str, config: RunnableConfig) -> str:
     """Run a Python program in this run's sandbox (working directory /workspace);
     print what you want to see."""
-    return await _run(config, ["python3", "-"], code.encode())
+    return await _run(config, ["python3", "-c", code])
 
 
 SANDBOX_TOOLS = [bash, python]

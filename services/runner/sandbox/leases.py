@@ -44,11 +44,9 @@ class RunSandboxes:
         self._held: dict[tuple[str, int], Held] = {}
         self._leasing: dict[tuple[str, int], asyncio.Lock] = {}
 
-    async def execute(
-        self, request: LeaseRequest, argv: list[str], stdin: bytes, note: Note
-    ) -> ExecResult:
+    async def execute(self, request: LeaseRequest, argv: list[str], note: Note) -> ExecResult:
         held = await self._lease(request, note)
-        result = await held.sandbox.execute(argv, stdin)
+        result = await held.sandbox.execute(argv)
         if result.limit_hit is not None:
             note(
                 {
@@ -81,7 +79,9 @@ class RunSandboxes:
                 "confinement": sandbox.confinement,
             }
         )
-        log.info("run %s: sandbox %s leased (%s)", request.run_id, sandbox.sandbox_id, provider.name)
+        log.info(
+            "run %s: sandbox %s leased (%s)", request.run_id, sandbox.sandbox_id, provider.name
+        )
         return held
 
     async def release(self, run_id: str, epoch: int, reason: str) -> None:

@@ -24,7 +24,6 @@ import logging
 import os
 import random
 import shutil
-import signal
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -37,9 +36,10 @@ from waybill.services.runner.sandbox.provider import (
     ExecResult,
     LeaseRequest,
     Limits,
-    Output,
+    Sandbox,
     limit_hit,
 )
+from waybill.services.runner.sandbox.spawn import Spawned
 
 log = logging.getLogger("waybill.runner.sandbox")
 
@@ -47,7 +47,16 @@ log = logging.getLogger("waybill.runner.sandbox")
 # root on a tmpfs, enter it, drop to the sandbox's uid under its limits, and run
 # the command as a child (so that its end by a signal is told as 128 + n). CPU
 # time: SIGXCPU at the limit, SIGKILL a second later if that was ignored.
-CONFINE = r"""
+# First of all, close every file descriptor but 0-2: nothing the runner holds open
+# may reach the sandbox.
+CLOSE_FDS = r"""
+for fd in /proc/self/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ]; then { exec {fd}>&-; } 2>/dev/null || true; fi
+done
+"""
+
+CONFINE = CLOSE_FDS + r"""
 set -e
 root=$1 workspace=$2 uid=$3 cpu=$4 memory=$5 nproc=$6 fsize=$7
 shift 7
@@ -73,7 +82,8 @@ if [ "$uid" = "-" ]; then
   drop=""
   limits="--cpu=$cpu:$((cpu + 1)) --as=$memory --fsize=$fsize"
 else
-  drop="/usr/bin/setpriv --reuid=$uid --regid=$uid --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all"
+  drop="/usr/bin/setpriv --reuid=$uid --regid=$uid --clear-groups --no-new-privs"
+  drop="$drop --inh-caps=-all --bounding-set=-all"
   limits="--cpu=$cpu:$((cpu + 1)) --as=$memory --nproc=$nproc --fsize=$fsize"
 fi
 exec chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/workspace \
@@ -81,8 +91,15 @@ exec chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/work
   /bin/sh -c 'cd /workspace && "$@"; exit $?' sandbox "$@"
 """
 
+# Without namespaces: the descriptors closed, the workspace as the directory.
+UNCONFINED = CLOSE_FDS + r"""
+cd "$1" && shift && exec "$@"
+"""
+
 NAMESPACES = ["--pid", "--fork", "--kill-child", "--mount", "--ipc", "--uts"]
 THROWAWAY_UIDS = (1_000_000, 2_000_000_000)
+UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
+BASH = shutil.which("bash") or "/bin/bash"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -150,7 +167,7 @@ class LocalSandbox:
     limits: Limits
     way: Confinement
     uid: int | None
-    _running: set[asyncio.subprocess.Process] = field(default_factory=set)
+    _running: set[Spawned] = field(default_factory=set)
 
     @property
     def confinement(self) -> list[str]:
@@ -160,6 +177,11 @@ class LocalSandbox:
         limits = self.limits
         if not self.way.unshare:
             return [
+                BASH,
+                "-c",
+                UNCONFINED,
+                "unconfined",
+                str(self.workspace),
                 "prlimit",
                 f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
                 f"--as={limits.memory_bytes}",
@@ -170,11 +192,11 @@ class LocalSandbox:
         network = [] if limits.network else ["--net"]
         uid = str(self.uid) if self.uid is not None else "-"
         return [
-            "unshare",
+            UNSHARE,
             *self.way.unshare,
             *network,
             "--",
-            "/bin/sh",
+            BASH,
             "-c",
             CONFINE,
             "confine",
@@ -188,49 +210,29 @@ class LocalSandbox:
             *command,
         ]
 
-    async def execute(self, argv: list[str], stdin: bytes = b"") -> ExecResult:
-        unconfined_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workspace)}
-        process = await asyncio.create_subprocess_exec(
-            *self._argv(argv),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=self.workspace,
-            env=unconfined_env if not self.way.unshare else {"PATH": SYSTEM_PATH},
-            start_new_session=True,  # its own process group, killed as one
-        )
+    async def execute(self, argv: list[str]) -> ExecResult:
+        env = {"PATH": SYSTEM_PATH}
+        if not self.way.unshare:
+            env["HOME"] = str(self.workspace)
+        process = Spawned(self._argv(argv), env)
         self._running.add(process)
-        stdout, stderr = Output(self.limits.output_bytes), Output(self.limits.output_bytes)
-        timed_out = False
         try:
-            talk = asyncio.gather(
-                _feed(process, stdin),
-                _drain(process.stdout, stdout),
-                _drain(process.stderr, stderr),
-                process.wait(),
-            )
-            try:
-                await asyncio.wait_for(talk, self.limits.timeout_seconds)
-            except TimeoutError:
-                timed_out = True
+            done = await process.finish(self.limits.output_bytes, self.limits.timeout_seconds)
         finally:
-            _kill(process)
-            await process.wait()
             self._running.discard(process)
-        code = process.returncode if process.returncode is not None else -1
-        dropped = stdout.dropped + stderr.dropped
+        stderr = done.stderr.text()
+        dropped = done.stdout.dropped + done.stderr.dropped
         return ExecResult(
-            exit_code=code,
-            stdout=stdout.text(),
-            stderr=stderr.text(),
-            limit_hit=limit_hit(code, stderr.text(), timed_out, dropped),
+            exit_code=done.exit_code,
+            stdout=done.stdout.text(),
+            stderr=stderr,
+            limit_hit=limit_hit(done.exit_code, stderr, done.timed_out, dropped),
             output_dropped=dropped,
         )
 
     async def close(self) -> None:
         for process in list(self._running):
-            _kill(process)
-            await process.wait()
+            process.kill()  # its `finish` reaps it
         self._running.clear()
         if self.uid is not None:
             await asyncio.to_thread(self._hand_back_workspace)
@@ -243,41 +245,13 @@ class LocalSandbox:
             _chown_tree(self.workspace, os.getuid(), os.getgid())
 
 
-async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
-    assert process.stdin is not None
-    try:
-        if data:
-            process.stdin.write(data)
-            await process.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the command did not read its input
-    finally:
-        process.stdin.close()
-
-
-async def _drain(stream: asyncio.StreamReader | None, into: Output) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(65536):
-        into.add(chunk)
-
-
-def _kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # with it, its pid namespace ends
-    except ProcessLookupError:
-        pass
-
-
 class LocalProvider:
     name = "local"
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
 
-    async def lease(self, request: LeaseRequest) -> LocalSandbox:
+    async def lease(self, request: LeaseRequest) -> Sandbox:
         way = await asyncio.to_thread(confinement)
         sandbox_id = f"sbx-{uuid.uuid4().hex[:12]}"
         scratch = get_settings().data_dir.resolve() / "sandboxes" / sandbox_id

@@ -116,11 +116,15 @@ def limit_hit(exit_code: int, stderr: str, timed_out: bool, dropped: int) -> str
 class Sandbox(Protocol):
     """One run's sandbox: commands run in it until it is closed."""
 
-    sandbox_id: str
-    # What confines it, e.g. ["pid", "net", "mount", "uid", "rlimits"] (leased records say).
-    confinement: list[str]
+    @property
+    def sandbox_id(self) -> str: ...
 
-    async def execute(self, argv: list[str], stdin: bytes = b"") -> ExecResult: ...
+    @property
+    def confinement(self) -> list[str]:
+        """What confines it, e.g. ["pid", "mount", "net", "uid", "rlimits"] (said when leased)."""
+        ...
+
+    async def execute(self, argv: list[str]) -> ExecResult: ...
 
     async def close(self) -> None:
         """Stop everything still running in it and free what it held."""

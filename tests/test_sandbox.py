@@ -1,0 +1,239 @@
+"""A sandbox per run: `bash` and `python` through the gateway and langgraph-sdk.
+
+The scripted model calls the tools; the commands run in the local provider's
+confined subprocess (on this machine, as root: namespaces, a root of its own,
+a throwaway uid, resource limits). What is checked: output comes back; the
+sandbox sees the workspace and nothing else of the host, and no network; its
+CPU and memory limits end a command with a tool error naming the limit; the
+sandbox is released when the run ends (success, error, cancel) with nothing
+left running; every step is a `sandbox` record in the run's journal.
+Embedded (SQLite) and on Postgres.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from tests.helpers import after_its_end, present, tools
+from tests.stacks import eventually, stack_in_mode
+from waybill.common.launch import Stack
+from waybill.services.runner.sandbox.local import confinement
+
+CPU_SECONDS = 1
+MEMORY_MB = 128
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    data_dir = tmp_path_factory.mktemp(f"stack-sandbox-{request.param}")
+    config = data_dir / "waybill.yaml"
+    sandbox = {"provider": "local", "cpu_seconds": CPU_SECONDS, "memory_mb": MEMORY_MB}
+    config.write_text(yaml.safe_dump({"sandbox": {**sandbox, "timeout_seconds": 60}}))
+    with stack_in_mode(request.param, data_dir, WAYBILL_CONFIG=str(config)) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
+    sdk = get_client(url=stack.url, timeout=60)
+    try:
+        yield sdk
+    finally:
+        await sdk.aclose()
+
+
+@pytest.fixture
+async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as raw:
+        yield raw
+
+
+async def records(http: httpx.AsyncClient, thread_id: str, run_id: str) -> list[dict[str, Any]]:
+    reply = await http.get(f"/threads/{thread_id}/runs/{run_id}/events", params={"type": "sandbox"})
+    assert reply.status_code == 200, reply.text
+    return [event["data"] for event in reply.json()]
+
+
+def tool_answers(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in state["values"]["messages"] if m["type"] == "tool"]
+
+
+async def finished(
+    client: LangGraphClient, thread_id: str, given: dict[str, Any], **kw: Any
+) -> Any:
+    run = await client.runs.create(thread_id, "lead_agent", input=given, **kw)
+    return await after_its_end(client, thread_id, run["run_id"])
+
+
+def running_with(marker: str) -> list[int]:
+    """Processes on this machine whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_bash_and_python_run_in_the_sandbox_and_see_the_workspace(
+    client: LangGraphClient, http: httpx.AsyncClient, stack: Stack
+) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    script = tools(
+        ("bash", {"command": "echo made in the sandbox > made.txt && cat made.txt && pwd"}),
+        ("python", {"code": "print(open('made.txt').read().upper(), 6 * 7)"}),
+        present("made.txt"),
+    )
+    run = await finished(client, tid, script)
+
+    assert run["status"] == "success"
+    bash, python, _ = tool_answers(await client.threads.get_state(tid))
+    assert bash["status"] == "success"
+    assert "exit code 0" in bash["content"]
+    assert "made in the sandbox" in bash["content"] and "/workspace" in bash["content"]
+    assert "MADE IN THE SANDBOX" in python["content"] and "42" in python["content"]
+    made = Path(stack.env["WAYBILL_DATA_DIR"]) / "workspaces" / tid / "made.txt"
+    assert made.read_text() == "made in the sandbox\n"
+    assert made.stat().st_uid == os.getuid()  # the workspace is the runner's again
+    receipt = (await http.get(f"/threads/{tid}/runs/{run['run_id']}/receipt")).json()
+    assert receipt["verdict"] == "delivered"
+
+    leased, released = await records(http, tid, run["run_id"])
+    assert leased["action"] == "leased" and leased["provider"] == "local"
+    assert leased["confinement"] == confinement().names(network=False)
+    assert released == {
+        "action": "released",
+        "sandbox_id": leased["sandbox_id"],
+        "reason": "success",
+    }
+
+
+async def test_the_sandbox_cannot_read_host_files_nor_use_the_network(
+    client: LangGraphClient, http: httpx.AsyncClient, stack: Stack
+) -> None:
+    assert {"mount", "net", "pid"} <= set(confinement().names(network=False)), (
+        "this machine allows namespaces (the runner runs as root)"
+    )
+    secret = Path(stack.env["WAYBILL_DATA_DIR"]) / f"host-secret-{uuid.uuid4().hex}.txt"
+    secret.write_text("not for the sandbox")
+    port = stack.env["WAYBILL_HTTP_PORT"]
+    connect = (
+        "import socket\n"
+        f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+        "    print('CONNECTED')\n"
+        "except OSError as error:\n    print('REFUSED', error)\n"
+    )
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    script = tools(
+        ("bash", {"command": f"cat {secret}; ls /"}),
+        # Its own processes only, and no descriptor the runner holds open (3: ls's own).
+        ("bash", {"command": "ls /proc | grep -c '^[0-9]'; ls /proc/self/fd"}),
+        ("python", {"code": connect}),
+    )
+    run = await finished(client, tid, script)
+
+    assert run["status"] == "success"
+    listing, inside, network = tool_answers(await client.threads.get_state(tid))
+    assert "not for the sandbox" not in listing["content"]
+    assert "No such file or directory" in listing["content"]
+    # Its root: the system's programs (read-only), its own /tmp, /proc and /dev, the workspace.
+    shown = set(listing["content"].split("stdout:\n", 1)[1].split())
+    assert {"usr", "workspace", "tmp", "proc"} <= shown
+    assert not shown & {"root", "home", "work", "var", "opt", "srv"}
+    processes, *descriptors = inside["content"].split("stdout:\n", 1)[1].split()
+    assert int(processes) <= 5, inside["content"]
+    assert descriptors == ["0", "1", "2", "3"]
+    assert "REFUSED" in network["content"] and "CONNECTED" not in network["content"]
+
+
+async def test_cpu_and_memory_limits_end_a_command_with_a_clear_tool_error(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    script = tools(
+        ("python", {"code": "while True:\n    pass"}),
+        ("python", {"code": f"block = bytearray({2 * MEMORY_MB} * 1024 * 1024)"}),
+        ("bash", {"command": "echo still usable"}),
+    )
+    run = await finished(client, tid, script)
+
+    assert run["status"] == "success"
+    cpu, memory, after = tool_answers(await client.threads.get_state(tid))
+    assert cpu["status"] == "error"
+    assert f"its CPU time limit ({CPU_SECONDS} s)" in cpu["content"]
+    assert memory["status"] == "error"
+    assert f"its memory limit ({MEMORY_MB} MiB)" in memory["content"]
+    assert "MemoryError" in memory["content"]
+    assert "still usable" in after["content"]
+    listed = await records(http, tid, run["run_id"])
+    assert [(r["action"], r.get("limit")) for r in listed] == [
+        ("leased", None),
+        ("limit_hit", "cpu"),
+        ("limit_hit", "memory"),
+        ("released", None),
+    ]
+
+
+async def test_the_sandbox_is_released_when_the_run_is_cancelled(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    marker = f"{random.randint(100, 999)}.{random.randint(1000, 9999)}"  # sleep takes seconds
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    given = tools(("bash", {"command": f"sleep {marker} & sleep {marker}"}))
+    run = await client.runs.create(tid, "lead_agent", input=given)
+
+    await eventually(lambda: _running(marker), "the command running in its sandbox")
+    await client.runs.cancel(tid, run["run_id"])
+    ended = await after_its_end(client, tid, run["run_id"])
+
+    assert ended["status"] == "interrupted"
+    assert running_with(f"sleep {marker}") == []
+    leased, released = await records(http, tid, run["run_id"])
+    assert released == {
+        "action": "released",
+        "sandbox_id": leased["sandbox_id"],
+        "reason": "interrupted",
+    }
+
+
+async def _running(marker: str) -> bool:
+    return len(running_with(f"sleep {marker}")) >= 2
+
+
+async def test_the_sandbox_is_released_when_the_run_fails(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    marker = f"{random.randint(100, 999)}.{random.randint(1000, 9999)}"
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    # Its recursion limit ends the run with an error while the background sleep goes on.
+    command = {"command": f"(sleep {marker} &) ; echo started"}
+    script = tools(("bash", command), ("bash", command), ("bash", command))
+    run = await finished(client, tid, script, config={"recursion_limit": 3})
+
+    assert run["status"] == "error"
+    assert running_with(f"sleep {marker}") == []
+    leased, released = await records(http, tid, run["run_id"])
+    assert leased["action"] == "leased"
+    assert released["action"] == "released" and released["reason"] == "error"
