@@ -56,7 +56,9 @@ for fd in /proc/self/fd/*; do
 done
 """
 
-CONFINE = CLOSE_FDS + r"""
+CONFINE = (
+    CLOSE_FDS
+    + r"""
 set -e
 root=$1 workspace=$2 uid=$3 cpu=$4 memory=$5 nproc=$6 fsize=$7
 shift 7
@@ -90,11 +92,15 @@ exec chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/work
   LANG=C.UTF-8 TMPDIR=/tmp /usr/bin/prlimit $limits -- $drop \
   /bin/sh -c 'cd /workspace && "$@"; exit $?' sandbox "$@"
 """
+)
 
 # Without namespaces: the descriptors closed, the workspace as the directory.
-UNCONFINED = CLOSE_FDS + r"""
+UNCONFINED = (
+    CLOSE_FDS
+    + r"""
 cd "$1" && shift && exec "$@"
 """
+)
 
 NAMESPACES = ["--pid", "--fork", "--kill-child", "--mount", "--ipc", "--uts"]
 THROWAWAY_UIDS = (1_000_000, 2_000_000_000)
