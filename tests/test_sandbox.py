@@ -237,3 +237,61 @@ async def test_the_sandbox_is_released_when_the_run_fails(
     leased, released = await records(http, tid, run["run_id"])
     assert leased["action"] == "leased"
     assert released["action"] == "released" and released["reason"] == "error"
+
+
+# ---- leases, without a stack: one sandbox per (run, epoch) -----------------------------
+
+
+class CountingProvider:
+    """Leases real local sandboxes and counts them (the registry is what is tested)."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        from waybill.services.runner.sandbox.local import LocalProvider
+        from waybill.services.runner.sandbox.provider import Limits
+
+        limits = Limits(1, 128 << 20, 16, 1 << 20, 4096, 30.0, network=False)
+        self.inner = LocalProvider(limits)
+        self.leased: list[Any] = []
+
+    async def lease(self, request: Any) -> Any:
+        sandbox = await self.inner.lease(request)
+        self.leased.append(sandbox)
+        return sandbox
+
+
+async def test_a_run_leases_once_and_a_takeover_gets_a_fresh_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from waybill.common.settings import get_settings
+    from waybill.services.runner.sandbox.leases import RunSandboxes
+    from waybill.services.runner.sandbox.provider import LeaseRequest
+
+    monkeypatch.setenv("WAYBILL_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    provider = CountingProvider()
+    registry = RunSandboxes(lambda: provider)
+    notes: list[dict[str, Any]] = []
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    first, takeover = (LeaseRequest("run", epoch, "thread", workspace) for epoch in (1, 2))
+    try:
+        for request in (first, first, takeover):
+            done = await registry.execute(request, ["/bin/echo", "hi"], notes.append)
+            assert done.stdout == "hi\n"
+        assert len(provider.leased) == 2 and registry.holding() == 2
+        await registry.release("run", 1, "lease_lost")
+        await registry.release("run", 1, "lease_lost")  # a second release is a no-op
+        await registry.release("run", 2, "success")
+    finally:
+        get_settings.cache_clear()
+    assert registry.holding() == 0
+    ids = [sandbox.sandbox_id for sandbox in provider.leased]
+    assert [(n["action"], n["sandbox_id"]) for n in notes] == [
+        ("leased", ids[0]),
+        ("leased", ids[1]),
+        ("released", ids[0]),
+        ("released", ids[1]),
+    ]
+    assert not any((tmp_path / "sandboxes").iterdir())  # their scratch is gone
