@@ -75,7 +75,16 @@ done
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o size=64m,mode=1777,nosuid,nodev tmp "$root/tmp"
 mount --bind "$workspace" "$root/workspace"
-[ -f /etc/ld.so.cache ] && cp /etc/ld.so.cache "$root/etc/"
+for file in ld.so.cache hosts resolv.conf; do
+  if [ -f "/etc/$file" ]; then cp "/etc/$file" "$root/etc/"; fi
+done
+for folder in alternatives ssl; do  # programs' links (awk...), CA certificates
+  if [ -d "/etc/$folder" ]; then
+    mkdir "$root/etc/$folder"
+    mount --rbind "/etc/$folder" "$root/etc/$folder"
+    mount -o remount,bind,ro "$root/etc/$folder"
+  fi
+done
 echo "sandbox:x:$uid:$uid:sandbox:/workspace:/bin/sh" > "$root/etc/passwd"
 echo "sandbox:x:$uid:" > "$root/etc/group"
 mount -t tmpfs -o remount,ro sandbox "$root"
