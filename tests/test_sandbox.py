@@ -173,7 +173,7 @@ async def test_cpu_and_memory_limits_end_a_command_with_a_clear_tool_error(
     script = tools(
         ("python", {"code": "while True:\n    pass"}),
         ("python", {"code": f"block = bytearray({2 * MEMORY_MB} * 1024 * 1024)"}),
-        ("bash", {"command": "head -c 100000 /dev/zero | tr '\\0' x"}),
+        ("bash", {"command": "head -c 100000 /dev/zero | tr '\\0' Z"}),
         ("bash", {"command": "echo still usable"}),
     )
     run = await finished(client, tid, script)
@@ -187,7 +187,7 @@ async def test_cpu_and_memory_limits_end_a_command_with_a_clear_tool_error(
     assert "MemoryError" in memory["content"]
     # Output beyond the limit is counted, not kept (the default: 64 KiB a stream).
     assert output["status"] == "success"
-    assert output["content"].count("x") == 65536
+    assert output["content"].count("Z") == 65536
     assert output["content"].endswith("[output truncated: 34464 more bytes not kept]")
     assert "still usable" in after["content"]
     listed = await records(http, tid, run["run_id"])
