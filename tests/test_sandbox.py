@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from tests.helpers import after_its_end, present, tools
-from tests.stacks import eventually, stack_in_mode
+from tests.stacks import eventually, stack_in_mode, start_second
 from waybill.common.launch import Stack
 from waybill.services.runner.sandbox.local import confinement
 
@@ -243,6 +244,48 @@ async def test_the_sandbox_is_released_when_the_run_fails(
     leased, released = await records(http, tid, run["run_id"])
     assert leased["action"] == "leased"
     assert released["action"] == "released" and released["reason"] == "error"
+
+
+def parent_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    return 0
+
+
+def runner_holding(stack: Stack, pid: int) -> str:
+    """The stack's runner process that `pid` descends from."""
+    runners = {p.pid: name for name, p in stack.processes.items() if name.startswith("runner")}
+    while pid > 1 and pid not in runners:
+        pid = parent_of(pid)
+    return runners[pid]
+
+
+async def test_a_runner_that_dies_takes_its_sandbox_with_it(
+    client: LangGraphClient, stack: Stack
+) -> None:
+    """Last of the stack's tests: it kills a runner (a second one serves what follows)."""
+    start_second(stack, "runner")
+    marker = f"{random.randint(100, 999)}.{random.randint(1000, 9999)}"
+    thread = await client.threads.create()
+    given = tools(("bash", {"command": f"sleep {marker}"}))
+    await client.runs.create(thread["thread_id"], "lead_agent", input=given)
+
+    # The command and the sandbox's own processes (their arguments hold it too).
+    found = await eventually(lambda: _found(marker), "the command running in its sandbox")
+    victim = stack.processes[runner_holding(stack, found[0])]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+
+    await eventually(lambda: _gone(marker), "the sandbox's command gone with its runner")
+
+
+async def _found(marker: str) -> list[int]:
+    return running_with(f"sleep {marker}")
+
+
+async def _gone(marker: str) -> bool:
+    return not running_with(f"sleep {marker}")
 
 
 # ---- leases, without a stack: one sandbox per (run, epoch) -----------------------------

@@ -14,7 +14,8 @@ What confines it depends on what the machine allows, found once by a probe:
   record and the runner's log say so.
 
 The pid namespace is torn down with its first process, so nothing a command
-started outlives it; the sandbox's close kills any process still running.
+started outlives it; the sandbox's close kills any process still running, and
+a runner that dies takes its commands with it (`setpriv --pdeathsig`).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ NAMESPACES = ["--pid", "--fork", "--kill-child", "--mount", "--ipc", "--uts"]
 THROWAWAY_UIDS = (1_000_000, 2_000_000_000)
 UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
 BASH = shutil.which("bash") or "/bin/bash"
+SETPRIV = shutil.which("setpriv")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -229,7 +231,9 @@ class LocalSandbox:
         env = {"PATH": SYSTEM_PATH}
         if not self.way.unshare:
             env["HOME"] = str(self.workspace)
-        process = Spawned(self._argv(argv), env)
+        # Killed with the runner, should it die first (its pid namespace with it).
+        with_runner = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+        process = Spawned([*with_runner, *self._argv(argv)], env)
         self._running.add(process)
         try:
             done = await process.finish(self.limits.output_bytes, self.limits.timeout_seconds)
