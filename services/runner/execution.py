@@ -195,8 +195,12 @@ class RunExecution:
             await self._release_sandbox("lease_lost" if self.fence.lost else "ended")
 
     async def _release_sandbox(self, reason: str) -> None:
-        """The run's sandbox, if it leased one, is released (a no-op the second time)."""
-        await SANDBOXES.release(self.run.run_id, self.run.epoch, reason)
+        """The run's sandbox, if it leased one, is released (a no-op the second time).
+        A release that fails is logged: it must not change how the run ends."""
+        try:
+            await SANDBOXES.release(self.run.run_id, self.run.epoch, reason)
+        except Exception:
+            log.exception("run %s: its sandbox could not be released", self.run.run_id)
 
     def _open_graph(self) -> AbstractAsyncContextManager[Pregel]:
         """The run's graph; a factory's context manager is held until it is released."""

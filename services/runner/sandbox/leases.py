@@ -93,12 +93,15 @@ class RunSandboxes:
         self._leasing.pop(key, None)
         if held is None:
             return
+        sandbox_id = held.sandbox.sandbox_id
         try:
             await held.sandbox.close()
-        finally:
-            sandbox_id = held.sandbox.sandbox_id
-            held.note({"action": "released", "sandbox_id": sandbox_id, "reason": reason})
-            log.info("run %s: sandbox %s released (%s)", run_id, sandbox_id, reason)
+        except Exception as error:
+            said = f"{type(error).__name__}: {error}"[:1000]
+            held.note({"action": "release_failed", "sandbox_id": sandbox_id, "error": said})
+            raise
+        held.note({"action": "released", "sandbox_id": sandbox_id, "reason": reason})
+        log.info("run %s: sandbox %s released (%s)", run_id, sandbox_id, reason)
 
     def holding(self) -> int:
         return len(self._held)
