@@ -20,6 +20,8 @@ RECORD_TYPES = (
     "middleware",  # a middleware changed a model call (e.g. trimmed the history)
     "delivery",  # what the run delivered: its status and final answer
     "usage",  # the run's token usage, as reported to admission
+    "sandbox",  # the run's sandbox: leased (provider, confinement), limit_hit, released
+    "subagent",  # a `task` call: its subagent started, ended (answer, status)
 )
 
 MAX_PAGE = 1000

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -109,6 +109,60 @@ class TitlesSection(BaseModel):
     max_chars: int = Field(default=80, ge=8, le=500)
 
 
+class KubernetesSandboxSpec(BaseModel):
+    """`sandbox.kubernetes`: where and how the Kubernetes provider makes its pods."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The API server; unset: the in-cluster one (KUBERNETES_SERVICE_HOST/PORT).
+    api_url: str | None = None
+    namespace: str = "waybill-sandboxes"
+    image: str = "python:3.12-slim"
+    # In-cluster defaults: the pod's service account token and CA.
+    token_file: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    ca_file: Path | None = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+    # The claim holding every thread's workspace (the runner's `/workspaces` volume).
+    workspaces_claim: str = "waybill-workspaces"
+    ready_seconds: float = Field(default=120.0, gt=0)  # a pod not running by then: the lease fails
+    poll_seconds: float = Field(default=0.5, gt=0)  # how often its status is read meanwhile
+
+
+class SandboxSpec(BaseModel):
+    """The YAML `sandbox` section: `bash` and `python` tools run in a sandbox per run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["local", "kubernetes"] = "local"
+    network: bool = False  # false: the sandbox reaches no network at all
+    cpu_seconds: int = Field(default=30, gt=0)  # CPU time of one command
+    memory_mb: int = Field(default=512, gt=0)  # address space of each of its processes
+    processes: int = Field(default=64, gt=0)  # processes (and threads) at once
+    file_mb: int = Field(default=64, gt=0)  # the largest file it may write
+    output_bytes: int = Field(default=64 * 1024, gt=0)  # stdout + stderr kept per command
+    timeout_seconds: float = Field(default=120.0, gt=0)  # wall clock of one command
+    kubernetes: KubernetesSandboxSpec = Field(default_factory=KubernetesSandboxSpec)
+
+
+class SubagentSpec(BaseModel):
+    """One entry of the YAML `subagents` list: an agent the lead delegates to with `task`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str  # the lead agent reads it to choose
+    prompt: str  # the subagent's system prompt
+    tools: list[str] = Field(default_factory=list)  # among the run's authorized tools
+    model: str | None = None  # a configured model; default: the run's model
+    max_turns: int = Field(default=25, gt=0)  # model turns before it must answer
+
+    @model_validator(mode="after")
+    def _no_nesting(self) -> SubagentSpec:
+        for name in ("task", "ask_clarification"):
+            if name in self.tools:
+                raise ValueError(f"subagent {self.name!r} may not use `{name}` (runs in a task)")
+        return self
+
+
 class ConfigFile(BaseSettings):
     """The YAML config file (`WAYBILL_CONFIG`). Read from that file alone (its
     sections are no environment variables), and strictly: see `read_config_file`."""
@@ -134,6 +188,24 @@ class ConfigFile(BaseSettings):
             if model is not None and model not in names:
                 known = ", ".join(sorted(names))
                 raise ValueError(f"{section}.model: '{model}' is not in `models` ({known})")
+        return self
+
+    sandbox: SandboxSpec | None = None  # unset: no `bash` / `python` tools
+    subagents: list[SubagentSpec] = Field(default_factory=list)  # empty: no `task` tool
+
+    @model_validator(mode="after")
+    def _subagents_known(self) -> ConfigFile:
+        names = [agent.name for agent in self.subagents]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"subagents: each name once ({', '.join(twice)} repeated)")
+        models = {spec.name for spec in self.models or DEFAULT_MODELS}
+        for agent in self.subagents:
+            if agent.model is not None and agent.model not in models:
+                raise ValueError(
+                    f"subagent {agent.name!r}: model {agent.model!r} is not in `models` "
+                    f"({', '.join(sorted(models))})"
+                )
         return self
 
     @model_validator(mode="before")
@@ -384,6 +456,8 @@ class Settings(BaseSettings):
     webhook_held_seconds: float = 10.0
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
     history_limit: int = 200  # messages the lead agent's model sees at most
+    # Subagents (`task` calls) of one run working at once; more wait for a turn.
+    subagents_max_parallel: int = Field(default=3, gt=0)
 
     # ---- IM channels (services/delivery/channels; the `channels` YAML section) ----
     channel_edit_seconds: float = 1.0  # a streamed answer is edited at most this often
@@ -472,6 +546,14 @@ class Settings(BaseSettings):
     def role_tools(self) -> dict[str, list[str]]:
         """`auth.role_tools`: role -> the only tools runs of that role may use."""
         return self.config_file().auth.role_tools
+
+    def sandbox(self) -> SandboxSpec | None:
+        """The YAML `sandbox` section; None: no sandbox, hence no `bash`/`python` tools."""
+        return self.config_file().sandbox
+
+    def subagents(self) -> list[SubagentSpec]:
+        """The YAML `subagents`: whom the lead agent's `task` tool may delegate to."""
+        return self.config_file().subagents
 
     @property
     def auth_enabled(self) -> bool:

@@ -53,6 +53,7 @@ from waybill.services.runner.record_sink import RecordSink
 from waybill.services.runner.run_inputs import RunLimits, graph_input, run_config, thread_config
 from waybill.services.runner.run_journal import RunJournal, delivery_record, with_callbacks
 from waybill.services.runner.run_state import answer_dangling_tool_calls, final_state
+from waybill.services.runner.sandbox.leases import SANDBOXES
 from waybill.services.runner.snapshots import WorkspaceSnapshot, starting_point
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
@@ -191,9 +192,20 @@ class RunExecution:
             LoopTurns(),
         )
         self.checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
-        async with AsyncExitStack() as graph_scope:
-            graph = await graph_scope.enter_async_context(self._open_graph())
-            await self._execute_graph(graph, graph_scope.aclose)
+        try:
+            async with AsyncExitStack() as graph_scope:
+                graph = await graph_scope.enter_async_context(self._open_graph())
+                await self._execute_graph(graph, graph_scope.aclose)
+        finally:  # lost ownership, a failure: a sandbox never outlives its run
+            await self._release_sandbox("lease_lost" if self.fence.lost else "ended")
+
+    async def _release_sandbox(self, reason: str) -> None:
+        """The run's sandbox, if it leased one, is released (a no-op the second time).
+        A release that fails is logged: it must not change how the run ends."""
+        try:
+            await SANDBOXES.release(self.run.run_id, self.run.epoch, reason)
+        except Exception:
+            log.exception("run %s: its sandbox could not be released", self.run.run_id)
 
     def _open_graph(self) -> AbstractAsyncContextManager[Pregel]:
         """The run's graph; a factory's context manager is held until it is released."""
@@ -227,6 +239,8 @@ class RunExecution:
             # If no file tool asked, nothing changed the workspace and no snapshot
             # was taken: the receipt says so, and delivery's after-snapshot is also
             # the before-snapshot (one walk of the workspace, no extra call).
+        ending = codec.RUN_STATUS_NAMES.get(outcome.status, RunStatus.ERROR)
+        await self._release_sandbox("lease_lost" if self.fence.lost else str(ending))
         if self.fence.lost:
             if self.handed_back:
                 STATS.runs_handed_back += 1

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
+from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
 from waybill.common.settings import get_settings
@@ -26,8 +27,9 @@ from waybill.services.runner.agent.middleware import (
     apply_before,
     default_chain,
 )
+from waybill.services.runner.agent.subagents import run_task
 from waybill.services.runner.agent.summarization import over_budget, summarize
-from waybill.services.runner.agent.tools import assemble, authorized
+from waybill.services.runner.agent.tools import TASK, assemble, authorized
 from waybill.services.runner.models import create_chat_model
 from waybill.services.runner.run_journal import note_middleware
 
@@ -132,22 +134,51 @@ async def run_tools(
 ) -> dict[str, Any]:
     """Runs the requested tools; a tool the run may not use answers with an error."""
     _, runnable = _tool_sets(state, config, runtime)
-    result: dict[str, Any] = await ToolNode(runnable).ainvoke(state, config)
+    result: dict[str, Any] = await ToolNode(runnable).ainvoke(_without_tasks(state), config)
     return result
 
 
-def route_after_model(state: MessagesState) -> str:
+def _without_tasks(state: MessagesState) -> MessagesState:
+    """The state the tool node sees: `task` calls are the task node's."""
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and last.tool_calls:
+    if not isinstance(last, AIMessage) or all(c["name"] != TASK for c in last.tool_calls):
+        return state
+    calls = [c for c in last.tool_calls if c["name"] != TASK]
+    return {"messages": [*state["messages"][:-1], last.model_copy(update={"tool_calls": calls})]}
+
+
+async def run_subagent(
+    call: dict[str, Any], config: RunnableConfig, runtime: Runtime[LeadAgentContext]
+) -> dict[str, Any]:
+    """One `task` call (sent here one by one, so that they run side by side)."""
+    state: MessagesState = {"messages": []}
+    _, runnable = _tool_sets(state, config, runtime)
+    model_name = (runtime.context or {}).get("model_name") or _configurable(config).get(
+        "model_name"
+    )
+    return await run_task(call, config, runnable, model_name)
+
+
+def route_after_model(state: MessagesState) -> str | list[str | Send]:
+    last = state["messages"][-1]
+    if not isinstance(last, AIMessage) or not last.tool_calls:
+        return END
+    tasks = [c for c in last.tool_calls if c["name"] == TASK]
+    if not tasks:
         return "tools"
-    return END
+    routes: list[str | Send] = [Send("task", dict(call)) for call in tasks]
+    if len(tasks) < len(last.tool_calls):
+        routes.append("tools")
+    return routes
 
 
 def build_lead_agent() -> Any:
     builder = StateGraph(LeadAgentState, context_schema=LeadAgentContext)
-    builder.add_node("agent", call_model)  # type: ignore[call-overload]
-    builder.add_node("tools", run_tools)  # type: ignore[call-overload]
+    builder.add_node("agent", call_model)  # type: ignore[arg-type,call-overload]
+    builder.add_node("tools", run_tools)  # type: ignore[arg-type,call-overload]
+    builder.add_node("task", run_subagent)  # type: ignore[arg-type,call-overload]
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", route_after_model, ["tools", END])
+    builder.add_conditional_edges("agent", route_after_model, ["tools", "task", END])
     builder.add_edge("tools", "agent")
+    builder.add_edge("task", "agent")
     return builder.compile()

@@ -68,9 +68,8 @@ class ScriptedChatModel(BaseChatModel):
         if script is not None:
             done = _turns_since_human(messages)
             if done < len(script):
-                step = script[done]
-                call_id = f"call_{uuid.uuid4().hex[:12]}"
-                return [], [{"name": step["name"], "args": step.get("args") or {}, "id": call_id}]
+                step = script[done]  # one call, or a list of calls made in one turn
+                return [], [_call(one) for one in (step if isinstance(step, list) else [step])]
         if isinstance(last, ToolMessage):
             return _words(f"Tool {last.name} returned: {last.content}"), []
         text = str(last.content) if isinstance(last, HumanMessage) else ""
@@ -171,14 +170,22 @@ def _last_human(messages: list[BaseMessage]) -> int:
     return -1
 
 
-def _tool_script(messages: list[BaseMessage]) -> list[dict[str, Any]] | None:
+def _tool_script(messages: list[BaseMessage]) -> list[Any] | None:
     """The steps of a `/tools [...]` message, when the last human message is one."""
     index = _last_human(messages)
     text = str(messages[index].content) if index >= 0 else ""
     if not text.startswith("/tools "):
         return None
     steps = json.loads(text[len("/tools ") :])
-    return [dict(step) for step in steps]
+    return [[dict(one) for one in step] if isinstance(step, list) else dict(step) for step in steps]
+
+
+def _call(step: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": step["name"],
+        "args": step.get("args") or {},
+        "id": f"call_{uuid.uuid4().hex[:12]}",
+    }
 
 
 def _turns_since_human(messages: list[BaseMessage]) -> int:

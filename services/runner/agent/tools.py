@@ -17,10 +17,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
+from waybill.common.settings import SubagentSpec, get_settings
+from waybill.services.runner.agent.sandbox_tools import SANDBOX_TOOLS
 from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
 
 
@@ -52,15 +54,49 @@ def ask_clarification(question: str) -> str:
     return str(answer)
 
 
+TASK = "task"
+
+
+def _never_called(subagent: str, prompt: str) -> str:
+    # The lead agent's `task` node runs subagents (agent/subagents.py), not the tool node.
+    raise ToolException("task calls are run by the lead agent's task node")
+
+
+def task_tool(subagents: Sequence[SubagentSpec]) -> BaseTool:
+    """`task`, its description listing the subagents the config names."""
+    listing = "\n".join(f"- {agent.name}: {agent.description}" for agent in subagents)
+    return StructuredTool.from_function(
+        _never_called,
+        name=TASK,
+        description=(
+            "Delegate a piece of work to a subagent; `prompt` must say everything it "
+            "needs (it does not see this conversation). Answers with its final reply. "
+            f"Subagents:\n{listing}"
+        ),
+    )
+
+
 TOOL_SEARCH = "tool_search"
 CORE_TOOLS = ("ask_clarification", "present_files", TOOL_SEARCH)
 CATALOG: dict[str, BaseTool] = {
     t.name: t for t in [add, echo, wait, ask_clarification, *WORKSPACE_TOOLS]
 }
-for _tool in CATALOG.values():
+for _tool in [*CATALOG.values(), *SANDBOX_TOOLS]:
     # A ToolException is the tool telling the model what to fix: it becomes the
     # tool's answer (status "error"), not the end of the run.
     _tool.handle_tool_error = True
+
+
+def available() -> dict[str, BaseTool]:
+    """The catalog, with the sandbox's tools and `task` when the config has a
+    `sandbox` section and `subagents`."""
+    settings = get_settings()
+    tools = dict(CATALOG)
+    if settings.sandbox() is not None:
+        tools.update((t.name, t) for t in SANDBOX_TOOLS)
+    if settings.subagents():
+        tools[TASK] = task_tool(settings.subagents())
+    return tools
 
 
 def authorized(
@@ -70,14 +106,15 @@ def authorized(
     allowed = configurable.get("allowed_tools")
     denied = set(configurable.get("denied_tools") or ())
     role_allows = None if for_role is None else set(for_role)
+    tools = available()
     names = [
         n
-        for n in CATALOG
+        for n in tools
         if (allowed is None or n in allowed)
         and n not in denied
         and (role_allows is None or n in role_allows)
     ]
-    return [CATALOG[n] for n in names]
+    return [tools[n] for n in names]
 
 
 def make_tool_search(deferred: Sequence[BaseTool]) -> BaseTool:

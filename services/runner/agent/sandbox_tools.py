@@ -1,0 +1,101 @@
+"""`bash` and `python`: commands run in the run's sandbox (services/runner/sandbox/).
+
+The sandbox is leased at the first call and released when the run ends. A
+command that fails answers with its exit code and output; one that runs into
+a limit (CPU, memory, processes, output, time) answers with a tool error that
+names the limit, so the model can do something smaller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import ToolException, tool
+
+from waybill.common.settings import get_settings
+from waybill.services.runner.agent.workspace import wait_for_snapshot, workspace_root
+from waybill.services.runner.run_journal import journal_of
+from waybill.services.runner.sandbox.leases import SANDBOXES
+from waybill.services.runner.sandbox.provider import ExecResult, LeaseRequest, SandboxUnavailable
+
+LIMIT_WORDS = {
+    "cpu": "its CPU time limit ({cpu_seconds} s)",
+    "memory": "its memory limit ({memory_mb} MiB)",
+    "processes": "its process limit ({processes})",
+    "timeout": "its time limit ({timeout_seconds:g} s) and was killed",
+}
+
+
+def _request(config: RunnableConfig) -> LeaseRequest:
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if not thread_id:
+        raise ToolException("the sandbox needs a thread (its workspace)")
+    return LeaseRequest(
+        run_id=str(configurable.get("run_id") or ""),
+        epoch=int((config.get("metadata") or {}).get("run_epoch") or 0),
+        thread_id=str(thread_id),
+        workspace=workspace_root(str(thread_id)),
+    )
+
+
+def _note(config: RunnableConfig) -> Any:
+    journal = journal_of(config)
+
+    def note(record: dict[str, Any]) -> None:
+        if journal is not None:
+            journal.sink.emit("sandbox", record)
+
+    return note
+
+
+def _answer(result: ExecResult) -> str:
+    spec = get_settings().sandbox()
+    limits = spec.model_dump() if spec is not None else {}
+    if result.limit_hit in LIMIT_WORDS:
+        said = LIMIT_WORDS[result.limit_hit].format(**limits)
+        raise ToolException(
+            f"the command ran into {said} (exit code {result.exit_code}); "
+            f"stderr: {result.stderr[-1000:]}"
+        )
+    parts = [f"exit code {result.exit_code}"]
+    if result.stdout:
+        parts.append(f"stdout:\n{result.stdout}")
+    if result.stderr:
+        parts.append(f"stderr:\n{result.stderr}")
+    if result.output_dropped:
+        parts.append(f"[output truncated: {result.output_dropped} more bytes not kept]")
+    return "\n".join(parts)
+
+
+async def _run(config: RunnableConfig, argv: list[str]) -> str:
+    await _snapshot_taken(config)
+    try:
+        result = await SANDBOXES.execute(_request(config), argv, _note(config))
+    except SandboxUnavailable as error:
+        raise ToolException(f"no sandbox: {error}") from None
+    return _answer(result)
+
+
+async def _snapshot_taken(config: RunnableConfig) -> None:
+    """A command may change the workspace: its before-snapshot comes first."""
+    await asyncio.to_thread(wait_for_snapshot, config)
+
+
+@tool
+async def bash(command: str, config: RunnableConfig) -> str:
+    """Run a shell command in this run's sandbox; the thread's workspace is the
+    current directory (/workspace). No network unless the server allows it."""
+    return await _run(config, ["/bin/bash", "-c", command])
+
+
+@tool
+async def python(code: str, config: RunnableConfig) -> str:
+    """Run a Python program in this run's sandbox (working directory /workspace);
+    print what you want to see."""
+    return await _run(config, ["python3", "-c", code])
+
+
+SANDBOX_TOOLS = [bash, python]

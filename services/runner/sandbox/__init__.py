@@ -1,0 +1,1 @@
+"""A sandbox per run for the `bash` and `python` tools (see provider.py)."""
