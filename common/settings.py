@@ -351,6 +351,14 @@ class Settings(BaseSettings):
     # days), and the forgetting runs this often.
     channel_dedupe_seconds: float = 7 * 86400.0
     channel_dedupe_sweep_seconds: float = 3600.0
+    # A platform call refused for its rate (429, Retry-After, the platform's own
+    # codes) or failing for a while is tried again this many times, waiting as the
+    # platform asks or doubling from the first wait, never longer than the cap.
+    channel_retry_attempts: int = 5
+    channel_retry_first_seconds: float = 0.5
+    channel_retry_max_seconds: float = 30.0
+    # A signed delivery whose timestamp is further than this from now is a replay.
+    channel_max_skew_seconds: float = 300.0
 
     @model_validator(mode="after")
     def _tls_whole(self) -> Settings:

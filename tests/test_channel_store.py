@@ -66,21 +66,22 @@ async def test_new_moves_a_conversation_to_a_fresh_thread(
     assert await two.thread_of("tg", "chat-8") == thread_id_of("tg", "chat-8", 0)
 
 
-async def test_one_leader_holds_the_polling_lease_and_its_cursor_survives(
+async def test_one_leader_holds_the_listening_lease_and_its_position_survives(
     stores: tuple[ChannelStore, ChannelStore],
 ) -> None:
     one, two = stores
-    lease = "telegram-poll:test"
-    assert await one.hold_lease(lease, "replica-1", 0.5) == 0
+    lease = "listen:test"
+    assert await one.hold_lease(lease, "replica-1", 0.5) == ""  # no position yet: from now
     assert await two.hold_lease(lease, "replica-2", 0.5) is None  # held by replica-1
-    assert await one.advance_lease(lease, "replica-1", 41)
-    assert not await two.advance_lease(lease, "replica-2", 99)  # not its lease
-    assert await one.hold_lease(lease, "replica-1", 0.5) == 41  # renewed, cursor kept
+    token = "s72595_4483_1934" + "x" * 300  # a Matrix since token can be long
+    assert await one.advance_lease(lease, "replica-1", token)
+    assert not await two.advance_lease(lease, "replica-2", "99")  # not its lease
+    assert await one.hold_lease(lease, "replica-1", 0.5) == token  # renewed, position kept
 
     await asyncio.sleep(0.7)  # replica-1 stopped renewing: its lease expires
-    assert await two.hold_lease(lease, "replica-2", 5) == 41  # taken over where it stopped
-    assert not await one.advance_lease(lease, "replica-1", 50)  # the old leader is fenced
+    assert await two.hold_lease(lease, "replica-2", 5) == token  # taken over where it stopped
+    assert not await one.advance_lease(lease, "replica-1", "50")  # the old leader is fenced
     assert await one.hold_lease(lease, "replica-1", 5) is None
 
     await two.drop_lease(lease, "replica-2")  # a stopping leader lets go at once
-    assert await one.hold_lease(lease, "replica-1", 5) == 41
+    assert await one.hold_lease(lease, "replica-1", 5) == token
