@@ -25,6 +25,7 @@ class ApiCall:
     headers: dict[str, str]
     raw: bytes
     at: float = field(default_factory=time.monotonic)
+    limited: bool = False  # refused for its rate
 
 
 class FakeApi:
@@ -107,6 +108,7 @@ class FakeApi:
             limited = next((f for f, n in self.limits.items() if n > 0 and f in call.path), None)
             if limited is not None:
                 self.limits[limited] -= 1
+                call.limited = True
         return self.rate_limited(call) if limited is not None else self.answer(call)
 
     # ---- for the tests -------------------------------------------------------------

@@ -24,10 +24,11 @@ import httpx
 import pytest
 import yaml
 
-from tests import fake_dingtalk
+from tests import fake_dingtalk, fake_wecom
 from tests.conftest import MODES
 from tests.fake_dingtalk import FakeDingTalk
 from tests.fake_feishu import FakeFeishu, encrypt, message_event, signed
+from tests.fake_wecom import FakeWeCom
 from tests.helpers import WAYBILL
 from tests.stacks import fresh_postgres_database, metrics_url, running_stack, scrape, stack_env
 from waybill.common.launch import Stack
@@ -44,7 +45,12 @@ KEY = secret("alice")
 FS_APP, FS_SECRET = "cli_a1b2c3", secret("fs-app-secret")
 FS_ENCRYPT, FS_TOKEN = secret("fs-encrypt"), secret("fs-verify")
 DT_APP, DT_SECRET = "dingappkey01", secret("dt-app-secret")
+WC_CORP, WC_AGENT, WC_SECRET = "ww1234abcd", "1000002", secret("wc-corp-secret")
+WC_TOKEN, WC_AES = secret("wc-token"), fake_wecom.new_aes_key()
 SECRETS = {
+    "TEST_WC_SECRET": WC_SECRET,
+    "TEST_WC_TOKEN": WC_TOKEN,
+    "TEST_WC_AES": WC_AES,
     "TEST_DT_SECRET": DT_SECRET,
     "TEST_FS_SECRET": FS_SECRET,
     "TEST_FS_ENCRYPT": FS_ENCRYPT,
@@ -59,9 +65,10 @@ LONG_ANSWER = "".join(f"t{i} " for i in range(TOKENS)).strip()
 class Fakes:
     feishu: FakeFeishu
     dingtalk: FakeDingTalk
+    wecom: FakeWeCom
 
     def all(self) -> list[Any]:
-        return [self.feishu, self.dingtalk]
+        return [self.feishu, self.dingtalk, self.wecom]
 
 
 @dataclass
@@ -93,6 +100,17 @@ def _channels(fakes: Fakes) -> list[dict[str, Any]]:
             "app_secret_env": "TEST_DT_SECRET",
             "api_base": fakes.dingtalk.url,
         },
+        {
+            "name": "wc",
+            "platform": "wecom",
+            "owner": "alice",
+            "corp_id": WC_CORP,
+            "agent_id": WC_AGENT,
+            "corp_secret_env": "TEST_WC_SECRET",
+            "callback_token_env": "TEST_WC_TOKEN",
+            "encoding_aes_key_env": "TEST_WC_AES",
+            "api_base": fakes.wecom.url,
+        },
     ]
 
 
@@ -100,7 +118,11 @@ def _channels(fakes: Fakes) -> list[dict[str, Any]]:
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
-    fakes = Fakes(FakeFeishu(FS_APP, FS_SECRET).start(), FakeDingTalk(DT_APP, DT_SECRET).start())
+    fakes = Fakes(
+        FakeFeishu(FS_APP, FS_SECRET).start(),
+        FakeDingTalk(DT_APP, DT_SECRET).start(),
+        FakeWeCom(WC_CORP, WC_SECRET).start(),
+    )
     data_dir = tmp_path_factory.mktemp(f"platforms-{request.param}")
     config = {
         "auth": {
@@ -373,6 +395,98 @@ async def test_dingtalk_rate_limit_is_waited_out(http: httpx.AsyncClient, world:
     assert all(b.at - a.at >= 0.9 for a, b in itertools.pairwise(tries))
 
 
+# ---- WeCom ----------------------------------------------------------------------------
+
+
+def wecom_callback(user: str, text: str, **signing: Any) -> tuple[str, bytes, str]:
+    """(the query, the body, the MsgId) of a user's text, as WeCom calls back."""
+    xml, msg_id = fake_wecom.text_message(user, text, WC_CORP, WC_AGENT)
+    encrypted = fake_wecom.encrypt(signing.pop("aes_key", WC_AES), WC_CORP, xml)
+    query = fake_wecom.signed_query(signing.pop("token", WC_TOKEN), encrypted, **signing)
+    return query, fake_wecom.envelope(WC_CORP, WC_AGENT, encrypted), msg_id
+
+
+async def to_wecom(http: httpx.AsyncClient, query: str, body: bytes) -> httpx.Response:
+    headers = {"content-type": "text/xml"}
+    return await http.post(f"/channels/wecom/wc/events?{query}", content=body, headers=headers)
+
+
+async def test_wecom_url_verification_answers_the_decrypted_echostr(
+    http: httpx.AsyncClient,
+) -> None:
+    echostr = fake_wecom.encrypt(WC_AES, WC_CORP, "echo-5821")
+    query = fake_wecom.signed_query(WC_TOKEN, echostr, echostr=echostr)
+    answered = await http.get(f"/channels/wecom/wc/events?{query}")
+    assert answered.status_code == 200, answered.text
+    assert answered.text == "echo-5821" and answered.headers["content-type"].startswith(
+        "text/plain"
+    )
+    forged = fake_wecom.signed_query("not-the-token", echostr, echostr=echostr)
+    assert (await http.get(f"/channels/wecom/wc/events?{forged}")).status_code == 401
+
+
+async def test_wecom_message_streams_the_answer_in_chunks(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, user = world.fakes.wecom, f"user-{uuid.uuid4().hex[:8]}"
+    query, body, _ = wecom_callback(user, f"/tokens {TOKENS}")
+    answered = await to_wecom(http, query, body)
+    assert answered.status_code == 200 and answered.text == "", answered.text
+    await one_run(http, thread_id_of("wc", user, 0))
+    chunks = fake.wait_for("the whole answer", lambda: (s := fake.sent_to(user)) and s)
+    assert len(chunks) >= 2 and all(len(chunk) <= 680 for chunk in chunks)
+    assert " ".join(chunks) == LONG_ANSWER  # cut between words, nothing lost or repeated
+    (first,) = [c for c in fake.calls_to("/cgi-bin/message/send") if c.body["touser"] == user][:1]
+    assert first.body["agentid"] == int(WC_AGENT) and first.body["msgtype"] == "text"
+
+
+async def test_wecom_duplicate_callback_starts_one_run(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, user = world.fakes.wecom, f"user-{uuid.uuid4().hex[:8]}"
+    query, body, _ = wecom_callback(user, "once is enough")
+    for _ in range(2):  # WeCom calls again when it got no answer within 5 s
+        assert (await to_wecom(http, query, body)).status_code == 200
+    await one_run(http, thread_id_of("wc", user, 0))
+    assert fake.wait_for("the answer", lambda: fake.sent_to(user)) == ["You said: once is enough"]
+
+
+async def test_wecom_forged_or_replayed_callback_is_refused_and_counted(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, user = world.fakes.wecom, f"user-{uuid.uuid4().hex[:8]}"
+    before = counted(
+        world, "waybill_channel_deliveries_refused_total", platform="wecom", channel="wc"
+    )
+    forged = wecom_callback(user, "let me in", token="not-the-token")
+    assert (await to_wecom(http, forged[0], forged[1])).status_code == 401
+    late = wecom_callback(user, "let me in", timestamp=int(time.time()) - 3600)
+    assert (await to_wecom(http, late[0], late[1])).status_code == 401
+    other_key = wecom_callback(user, "let me in", aes_key=fake_wecom.new_aes_key())
+    refused = await to_wecom(http, other_key[0], other_key[1])
+    assert refused.status_code == 401 and "EncodingAESKey" in refused.json()["detail"]
+    query, body, _ = wecom_callback(user, "let me in")
+    tampered = body.replace(b"<Encrypt><![CDATA[", b"<Encrypt><![CDATA[AAAA")
+    assert (await to_wecom(http, query, tampered)).status_code == 401
+    after = counted(
+        world, "waybill_channel_deliveries_refused_total", platform="wecom", channel="wc"
+    )
+    assert after == before + 4
+    await asyncio.sleep(0.5)
+    assert await thread_runs(http, thread_id_of("wc", user, 0)) == []
+    assert fake.sent_to(user) == []
+
+
+async def test_wecom_rate_limit_is_waited_out(http: httpx.AsyncClient, world: World) -> None:
+    fake, user = world.fakes.wecom, f"user-{uuid.uuid4().hex[:8]}"
+    fake.limit("/cgi-bin/message/send", 2)  # errcode 45009
+    query, body, _ = wecom_callback(user, "in good time")
+    assert (await to_wecom(http, query, body)).status_code == 200
+    assert fake.wait_for("the answer", lambda: fake.sent_to(user), 60) == ["You said: in good time"]
+    tries = [c for c in fake.calls_to("/cgi-bin/message/send") if c.body.get("touser") == user]
+    assert [c.limited for c in tries] == [True, True, False]
+
+
 # ---- doctor, and what must never show ----------------------------------------------------
 
 
@@ -393,6 +507,6 @@ def test_no_secret_reaches_the_logs(world: World) -> None:
     """Last of the module: every test above went through the stack."""
     assert world.stack.log_dir is not None
     logs = [p.read_text(errors="replace") for p in Path(world.stack.log_dir).glob("*.log")]
-    assert any("feishu" in text and "dingtalk" in text for text in logs)
+    assert any(all(p in text for p in ("feishu", "dingtalk", "wecom")) for text in logs)
     for value in SECRETS.values():
         assert all(value not in text for text in logs), "a secret leaked"

@@ -87,12 +87,12 @@ class ChannelDispatcher:
             raise not_found(f"No {platform} channel named '{channel}' is configured.")
         try:
             adapter.verify(delivery)
+            parsed = adapter.parse(delivery)  # a body that does not decrypt is refused too
         except ServiceError as error:
             if error.code == grpc.StatusCode.UNAUTHENTICATED:
                 DELIVERIES_REFUSED.labels(platform, channel).inc()
                 log.warning("channel %s: delivery refused: %s", channel, error.message)
             raise
-        parsed = adapter.parse(delivery)
         if isinstance(parsed, Acknowledge):
             return parsed
         await self.take(adapter, parsed)
