@@ -340,9 +340,9 @@ class Settings(BaseSettings):
     # ---- IM channels (services/delivery/channels; the `channels` YAML section) ----
     channel_edit_seconds: float = 1.0  # a streamed answer is edited at most this often
     channel_http_timeout_seconds: float = 30.0  # each call to a platform's API
-    channel_poll_seconds: float = 25.0  # Telegram long polling: how long one getUpdates waits
+    channel_poll_seconds: float = 25.0  # Telegram getUpdates, Matrix /sync: how long one waits
     channel_poll_retry_seconds: float = 2.0  # pause after a failed poll, or while not leader
-    channel_leader_seconds: float = 30.0  # the long-polling leader's lease (in the database)
+    channel_leader_seconds: float = 30.0  # the lease on a channel's inbound connection (in SQL)
     # A replica streaming an answer holds it under this lease; a dead replica's
     # answers are adopted by another one, which looks for them this often.
     channel_reply_lease_seconds: float = 30.0

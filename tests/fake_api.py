@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Answer = tuple[int, Any, dict[str, str]]  # status, JSON body (or bytes), headers
+DROP = 0  # as the status: close the connection without an answer
 
 
 @dataclass
@@ -66,6 +67,9 @@ class FakeApi:
                 status, body, headers = fake.handle(
                     self.command, self.path, raw, dict(self.headers.items())
                 )
+                if status == DROP:  # the connection cut before any answer
+                    self.close_connection = True
+                    return
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

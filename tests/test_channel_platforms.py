@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,14 +25,23 @@ import httpx
 import pytest
 import yaml
 
-from tests import fake_dingtalk, fake_wecom
+from tests import fake_dingtalk, fake_discord, fake_wecom
 from tests.conftest import MODES
 from tests.fake_dingtalk import FakeDingTalk
+from tests.fake_discord import FakeDiscord
 from tests.fake_feishu import FakeFeishu, encrypt, message_event, signed
+from tests.fake_matrix import FakeMatrix
 from tests.fake_wecom import FakeWeCom
 from tests.helpers import WAYBILL
-from tests.stacks import fresh_postgres_database, metrics_url, running_stack, scrape, stack_env
-from waybill.common.launch import Stack
+from tests.stacks import (
+    fresh_postgres_database,
+    metrics_url,
+    running_stack,
+    scrape,
+    stack_env,
+    wait_until,
+)
+from waybill.common.launch import Stack, grpc_serving
 from waybill.services.delivery.channels.store import thread_id_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -47,7 +57,11 @@ FS_ENCRYPT, FS_TOKEN = secret("fs-encrypt"), secret("fs-verify")
 DT_APP, DT_SECRET = "dingappkey01", secret("dt-app-secret")
 WC_CORP, WC_AGENT, WC_SECRET = "ww1234abcd", "1000002", secret("wc-corp-secret")
 WC_TOKEN, WC_AES = secret("wc-token"), fake_wecom.new_aes_key()
+DC_TOKEN = f"MTE{uuid.uuid4().hex}.{uuid.uuid4().hex[:6]}.{uuid.uuid4().hex}"
+MX_TOKEN = f"syt_{uuid.uuid4().hex}"
 SECRETS = {
+    "TEST_MX_TOKEN": MX_TOKEN,
+    "TEST_DC_TOKEN": DC_TOKEN,
     "TEST_WC_SECRET": WC_SECRET,
     "TEST_WC_TOKEN": WC_TOKEN,
     "TEST_WC_AES": WC_AES,
@@ -66,9 +80,11 @@ class Fakes:
     feishu: FakeFeishu
     dingtalk: FakeDingTalk
     wecom: FakeWeCom
+    discord: FakeDiscord
+    matrix: FakeMatrix
 
     def all(self) -> list[Any]:
-        return [self.feishu, self.dingtalk, self.wecom]
+        return [self.feishu, self.dingtalk, self.wecom, self.discord, self.matrix]
 
 
 @dataclass
@@ -111,6 +127,21 @@ def _channels(fakes: Fakes) -> list[dict[str, Any]]:
             "encoding_aes_key_env": "TEST_WC_AES",
             "api_base": fakes.wecom.url,
         },
+        {
+            "name": "dc",
+            "platform": "discord",
+            "owner": "alice",
+            "bot_token_env": "TEST_DC_TOKEN",
+            "public_key": fakes.discord.public_key,
+            "api_base": fakes.discord.url,
+        },
+        {
+            "name": "mx",
+            "platform": "matrix",
+            "owner": "alice",
+            "access_token_env": "TEST_MX_TOKEN",
+            "api_base": fakes.matrix.url,
+        },
     ]
 
 
@@ -122,6 +153,8 @@ def world(
         FakeFeishu(FS_APP, FS_SECRET).start(),
         FakeDingTalk(DT_APP, DT_SECRET).start(),
         FakeWeCom(WC_CORP, WC_SECRET).start(),
+        FakeDiscord(DC_TOKEN).start(),
+        FakeMatrix(MX_TOKEN).start(),
     )
     data_dir = tmp_path_factory.mktemp(f"platforms-{request.param}")
     config = {
@@ -487,6 +520,217 @@ async def test_wecom_rate_limit_is_waited_out(http: httpx.AsyncClient, world: Wo
     assert [c.limited for c in tries] == [True, True, False]
 
 
+# ---- Discord -------------------------------------------------------------------------
+
+
+def new_channel() -> str:
+    return str(uuid.uuid4().int % 10**18)
+
+
+def discord_answer(fake: FakeDiscord, message_id: str, text: str) -> Any:
+    return lambda: [t for t in fake.shown(message_id) if text in t]
+
+
+async def test_discord_message_streams_the_answer_through_edits(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, channel = world.fakes.discord, new_channel()
+    fake.wait_for("the gateway session", fake.ready)
+    fake.push(
+        fake_discord.message_create(channel, "<@someone> not for the bot", guild=True)
+        | {"content": "not for the bot"}
+    )
+    message = fake_discord.message_create(channel, f"/tokens {TOKENS}", guild=True)
+    fake.push(message)
+    shown = fake.wait_for(
+        "the whole answer", lambda: (s := fake.shown(message["id"])) and s[-1] == LONG_ANSWER and s
+    )
+    assert len(shown) >= 2 and grows(shown) and len(shown[0]) < len(LONG_ANSWER)
+    (post,) = fake.replies_to(message["id"])
+    assert post.headers["authorization"] == f"Bot {DC_TOKEN}"
+    assert post.body["allowed_mentions"] == {"parse": []}
+    run = await one_run(http, thread_id_of("dc", channel, 0))  # the unmentioned one ran nothing
+    assert run["kwargs"]["context"]["channel"]["user"] == "1300000000000000001"
+    assert fake.heartbeats > 0  # the connection was kept alive
+
+
+async def test_discord_dropped_connection_resumes_without_losing_or_repeating(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, channel = world.fakes.discord, new_channel()
+    fake.wait_for("the gateway session", fake.ready)
+    identified = fake.identifies
+    before = fake_discord.message_create(channel, "before the drop")
+    before_seq = fake.push(before)
+    fake.wait_for("the first answer", discord_answer(fake, before["id"], "before the drop"))
+    await asyncio.sleep(0.3)  # its position is written right after it was taken
+
+    # In two other channels: one channel's second message would be refused as busy.
+    during = [fake_discord.message_create(new_channel(), f"during the drop {n}") for n in (1, 2)]
+    seqs = fake.drop(then=during)  # sent while no connection is there to take them
+    for message in during:
+        fake.wait_for("an answer", discord_answer(fake, message["id"], message["content"]))
+    assert fake.identifies == identified  # resumed, not a new session
+    session, resumed_at = fake.resumes[-1]
+    assert before_seq <= resumed_at < seqs[0]
+    await asyncio.sleep(0.5)
+    for message in (before, *during):
+        assert len(fake.replies_to(message["id"])) == 1  # none lost, none repeated
+    for message in (before, *during):
+        await one_run(http, thread_id_of("dc", message["channel_id"], 0))
+
+
+async def test_discord_message_delivered_twice_starts_one_run(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, channel = world.fakes.discord, new_channel()
+    fake.wait_for("the gateway session", fake.ready)
+    message = fake_discord.message_create(channel, "twice over")
+    fake.push(message)
+    fake.push(message)  # the same message id again (a replay after a resume)
+    fake.wait_for("the answer", discord_answer(fake, message["id"], "You said: twice over"))
+    await one_run(http, thread_id_of("dc", channel, 0))
+    assert len(fake.replies_to(message["id"])) == 1
+
+
+async def test_discord_rate_limit_is_waited_out(http: httpx.AsyncClient, world: World) -> None:
+    fake, channel = world.fakes.discord, new_channel()
+    fake.wait_for("the gateway session", fake.ready)
+    fake.limit(f"/channels/{channel}/messages", 2)  # 429, retry_after 0.8
+    message = fake_discord.message_create(channel, "no hurry")
+    fake.push(message)
+    fake.wait_for("the answer", discord_answer(fake, message["id"], "You said: no hurry"), 60)
+    tries = fake.calls_to(f"/channels/{channel}/messages", "POST")
+    assert [c.limited for c in tries] == [True, True, False]
+    assert all(b.at - a.at >= 0.7 for a, b in itertools.pairwise(tries))
+
+
+async def test_discord_interactions_are_verified_and_answered_by_editing(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, channel = world.fakes.discord, new_channel()
+    url = "/channels/discord/dc/events"
+    ping = json.dumps({"id": "1", "application_id": fake_discord.APP_ID, "type": 1}).encode()
+    pong = await http.post(url, content=ping, headers=fake.sign(ping))
+    assert pong.status_code == 200 and pong.json() == {"type": 1}
+    before = counted(
+        world, "waybill_channel_deliveries_refused_total", platform="discord", channel="dc"
+    )
+    command = fake_discord.slash_command(channel, "ask", "what is up")
+    body = json.dumps(command).encode()
+    forged = dict(fake.sign(body), **{"X-Signature-Ed25519": "00" * 64})
+    assert (await http.post(url, content=body, headers=forged)).status_code == 401
+    late = fake.sign(body, timestamp=int(time.time()) - 3600)
+    assert (await http.post(url, content=body, headers=late)).status_code == 401
+    after = counted(
+        world, "waybill_channel_deliveries_refused_total", platform="discord", channel="dc"
+    )
+    assert after == before + 2
+
+    deferred = await http.post(url, content=body, headers=fake.sign(body))
+    assert deferred.status_code == 200 and deferred.json() == {"type": 5}
+    original = f"/webhooks/{fake_discord.APP_ID}/{command['token']}/messages/@original"
+    edits = fake.wait_for(
+        "the answer",
+        lambda: [c for c in fake.calls_to(original, "PATCH") if "what is up" in c.body["content"]],
+    )
+    assert edits[-1].body["content"] == "You said: what is up"
+    await one_run(http, thread_id_of("dc", channel, 0))
+
+
+# ---- Matrix --------------------------------------------------------------------------
+
+
+def new_room() -> str:
+    return f"!{uuid.uuid4().hex[:12]}:localhost"
+
+
+def syncing(fake: FakeMatrix) -> Any:
+    """The sync loop is past its first sync (which only learns where "now" is)."""
+    return lambda: [c for c in fake.syncs() if "since" in c.query]
+
+
+def matrix_answer(fake: FakeMatrix, event_id: str, text: str) -> Any:
+    return lambda: [t for t in fake.shown(event_id) if text in t]
+
+
+async def test_matrix_message_streams_the_answer_through_edits(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, room = world.fakes.matrix, new_room()
+    fake.wait_for("the sync loop", syncing(fake))
+    event_id = fake.say(room, f"/tokens {TOKENS}")
+    shown = fake.wait_for(
+        "the whole answer", lambda: (s := fake.shown(event_id)) and s[-1] == LONG_ANSWER and s
+    )
+    assert len(shown) >= 2 and grows(shown) and len(shown[0]) < len(LONG_ANSWER)
+    run = await one_run(http, thread_id_of("mx", room, 0))
+    assert run["kwargs"]["context"]["channel"]["user"] == "@ada:localhost"
+    # Our own reply and its edits came back through the sync: none started a run.
+    webhook = await http.post("/channels/matrix/mx/events", json={})
+    assert 400 <= webhook.status_code < 500  # Matrix delivers no webhooks
+
+
+async def test_matrix_dropped_sync_resumes_from_its_token(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, room = world.fakes.matrix, new_room()
+    fake.wait_for("the sync loop", syncing(fake))
+    first = fake.say(room, "before the drop")
+    fake.wait_for("the first answer", matrix_answer(fake, first, "before the drop"))
+    fake.drop_syncs(1)  # the sync that carries the next message is cut
+    second = fake.say(room, "after the drop")
+    fake.wait_for("the second answer", matrix_answer(fake, second, "after the drop"))
+    tokens = [c.query.get("since") for c in fake.syncs()]
+    assert any(a == b for a, b in itertools.pairwise(tokens))  # the cut one, asked again
+    await asyncio.sleep(0.5)
+    assert len(fake.replies_to(first)) == 1 and len(fake.replies_to(second)) == 1
+    assert len(await thread_runs(http, thread_id_of("mx", room, 0))) == 2
+
+
+async def test_matrix_since_token_survives_a_restart(http: httpx.AsyncClient, world: World) -> None:
+    fake, room, stack = world.fakes.matrix, new_room(), world.stack
+    fake.wait_for("the sync loop", syncing(fake))
+    first = fake.say(room, "before the restart")
+    fake.wait_for("the first answer", matrix_answer(fake, first, "before the restart"))
+    await one_run(http, thread_id_of("mx", room, 0))
+    delivery = stack.processes["delivery"]
+    delivery.kill()  # SIGKILL: its lease lapses, its position stays in the database
+    delivery.wait()
+    syncs_before = len(fake.syncs())
+    second = fake.say(room, "while it was down")
+    stack.start_one("delivery")
+    wait_until(lambda: grpc_serving(stack.address_of("delivery")), "delivery back")
+    fake.wait_for("the answer", matrix_answer(fake, second, "while it was down"), 60)
+    assert all("since" in c.query for c in fake.syncs()[syncs_before:])  # no fresh start
+    await asyncio.sleep(0.5)
+    assert len(fake.replies_to(first)) == 1 and len(fake.replies_to(second)) == 1
+
+
+async def test_matrix_event_synced_twice_starts_one_run(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, room = world.fakes.matrix, new_room()
+    fake.wait_for("the sync loop", syncing(fake))
+    event_id = fake.say(room, "say it once")
+    fake._append(room, dict(fake.timeline[-1][1]))  # the same event id again
+    fake.wait_for("the answer", matrix_answer(fake, event_id, "You said: say it once"))
+    await one_run(http, thread_id_of("mx", room, 0))
+    assert len(fake.replies_to(event_id)) == 1
+
+
+async def test_matrix_rate_limit_is_waited_out(http: httpx.AsyncClient, world: World) -> None:
+    fake, room = world.fakes.matrix, new_room()
+    fake.wait_for("the sync loop", syncing(fake))
+    fake.limit(f"/rooms/{urllib.parse.quote(room, safe='')}/send/", 2)  # M_LIMIT_EXCEEDED
+    event_id = fake.say(room, "take your time")
+    fake.wait_for("the answer", matrix_answer(fake, event_id, "You said: take your time"), 60)
+    tries = fake.calls_to(f"/rooms/{urllib.parse.quote(room, safe='')}/send/", "PUT")
+    assert [c.limited for c in tries[:3]] == [True, True, False]
+    assert len({c.path for c in tries[:3]}) == 1  # one transaction id, retried
+    assert all(b.at - a.at >= 0.7 for a, b in itertools.pairwise(tries[:3]))
+
+
 # ---- doctor, and what must never show ----------------------------------------------------
 
 
@@ -507,6 +751,9 @@ def test_no_secret_reaches_the_logs(world: World) -> None:
     """Last of the module: every test above went through the stack."""
     assert world.stack.log_dir is not None
     logs = [p.read_text(errors="replace") for p in Path(world.stack.log_dir).glob("*.log")]
-    assert any(all(p in text for p in ("feishu", "dingtalk", "wecom")) for text in logs)
+    assert any(
+        all(p in text for p in ("feishu", "dingtalk", "wecom", "discord", "matrix"))
+        for text in logs
+    )
     for value in SECRETS.values():
         assert all(value not in text for text in logs), "a secret leaked"

@@ -12,10 +12,13 @@ from waybill.services.delivery.channels.config import (
     spec_of,
 )
 from waybill.services.delivery.channels.dingtalk import DingTalkAdapter
+from waybill.services.delivery.channels.discord import DiscordAdapter
 from waybill.services.delivery.channels.feishu import FeishuAdapter, LarkAdapter
+from waybill.services.delivery.channels.matrix import MatrixAdapter
 from waybill.services.delivery.channels.signed_webhook import SignedWebhookAdapter
 from waybill.services.delivery.channels.slack import SlackAdapter
 from waybill.services.delivery.channels.telegram import TelegramAdapter
+from waybill.services.delivery.channels.wecom import WeComAdapter
 
 ADAPTERS: dict[str, type[ChannelAdapter]] = {
     "telegram": TelegramAdapter,
@@ -24,6 +27,9 @@ ADAPTERS: dict[str, type[ChannelAdapter]] = {
     "feishu": FeishuAdapter,
     "lark": LarkAdapter,
     "dingtalk": DingTalkAdapter,
+    "wecom": WeComAdapter,
+    "discord": DiscordAdapter,
+    "matrix": MatrixAdapter,
 }
 
 
