@@ -34,6 +34,7 @@ from tests.fake_matrix import FakeMatrix
 from tests.fake_wecom import FakeWeCom
 from tests.helpers import WAYBILL
 from tests.stacks import (
+    free_port,
     fresh_postgres_database,
     metrics_url,
     running_stack,
@@ -141,6 +142,15 @@ def _channels(fakes: Fakes) -> list[dict[str, Any]]:
             "owner": "alice",
             "access_token_env": "TEST_MX_TOKEN",
             "api_base": fakes.matrix.url,
+        },
+        # A homeserver that is down: doctor says so, its listener keeps trying,
+        # and every other channel works on.
+        {
+            "name": "mx-down",
+            "platform": "matrix",
+            "owner": "alice",
+            "access_token_env": "TEST_MX_TOKEN",
+            "api_base": f"http://127.0.0.1:{free_port()}",
         },
     ]
 
@@ -742,7 +752,11 @@ def test_doctor_reports_each_channel_and_one_refusing_its_credentials(world: Wor
     assert any(line.startswith("ok    channel fs ") and "waybill-test" in line for line in lines)
     (bad,) = [line for line in lines if line.startswith("FAIL  channel fs-bad")]
     assert "10014" in bad or "HTTP 400" in bad
-    assert "1 check(s) failed" in done.stdout
+    (down,) = [line for line in lines if line.startswith("FAIL  channel mx-down")]
+    assert "ConnectError" in down
+    for channel in ("dt", "wc", "dc", "mx"):
+        assert any(line.startswith(f"ok    channel {channel} ") for line in lines), done.stdout
+    assert "2 check(s) failed" in done.stdout
     for value in SECRETS.values():
         assert value not in done.stdout + done.stderr
 

@@ -85,3 +85,43 @@ async def test_one_leader_holds_the_listening_lease_and_its_position_survives(
 
     await two.drop_lease(lease, "replica-2")  # a stopping leader lets go at once
     assert await one.hold_lease(lease, "replica-1", 5) == token
+
+
+def test_telegram_polling_offsets_survive_the_move_to_text_positions(database_url: str) -> None:
+    """Migration 0005: a Telegram long-polling lease keeps its offset, renamed to
+    the listeners' lease, and goes back on downgrade."""
+    from alembic import command
+    from sqlalchemy import create_engine as create_sync_engine
+    from sqlalchemy import text
+
+    from waybill.common.sql import alembic_config
+    from waybill.services.delivery.store import MIGRATIONS
+
+    sync_url = database_url.replace("+aiosqlite", "").replace("+asyncpg", "+psycopg")
+    engine = create_sync_engine(sync_url)
+
+    def move(revision: str, down: bool = False) -> None:
+        with engine.begin() as connection:
+            config = alembic_config(MIGRATIONS, "delivery", connection)
+            (command.downgrade if down else command.upgrade)(config, revision)
+
+    try:
+        move("head")  # whichever test ran before
+        move("0004", down=True)
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM channel_leases"))
+            conn.execute(
+                text("INSERT INTO channel_leases VALUES ('telegram-poll:tg', 'r1', :at, 41)"),
+                {"at": "2026-12-01 00:00:00+00:00"},
+            )
+        move("0005")
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT name, position FROM channel_leases")).all()
+        assert [tuple(row) for row in rows] == [("listen:tg", "41")]
+        move("0004", down=True)
+        with engine.connect() as conn:
+            names = conn.execute(text("SELECT name FROM channel_leases")).scalars().all()
+        assert names == ["telegram-poll:tg"]
+        move("head")
+    finally:
+        engine.dispose()
