@@ -590,6 +590,29 @@ async def test_discord_dropped_connection_resumes_without_losing_or_repeating(
         await one_run(http, thread_id_of("dc", message["channel_id"], 0))
 
 
+async def test_discord_session_survives_a_restart_of_the_delivery_process(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    fake, stack = world.fakes.discord, world.stack
+    fake.wait_for("the gateway session", fake.ready)
+    identified = fake.identifies
+    first = fake_discord.message_create(new_channel(), "before the restart")
+    fake.push(first)
+    fake.wait_for("the first answer", discord_answer(fake, first["id"], "before the restart"))
+    await one_run(http, thread_id_of("dc", first["channel_id"], 0))
+    delivery = stack.processes["delivery"]
+    delivery.kill()  # SIGKILL: the session and sequence stay in its lease row
+    delivery.wait()
+    second = fake_discord.message_create(new_channel(), "while it was down")
+    fake.push(second)  # the connection is gone: it waits in the session
+    stack.start_one("delivery")
+    wait_until(lambda: grpc_serving(stack.address_of("delivery")), "delivery back")
+    fake.wait_for("the answer", discord_answer(fake, second["id"], "while it was down"), 60)
+    assert fake.identifies == identified  # the new process resumed the session
+    await asyncio.sleep(0.5)
+    assert len(fake.replies_to(first["id"])) == 1 and len(fake.replies_to(second["id"])) == 1
+
+
 async def test_discord_message_delivered_twice_starts_one_run(
     http: httpx.AsyncClient, world: World
 ) -> None:

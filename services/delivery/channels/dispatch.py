@@ -1,7 +1,7 @@
 """From a platform's delivery to a run, and from the run back to the chat.
 
 Every inbound message takes the same path, whatever its platform or whether it
-came by webhook or long polling:
+came by webhook or on a connection the service holds (long polling, a gateway, a sync):
 
 1. the adapter verifies and parses it;
 2. its platform event id is taken once, cluster-wide (`channel_events`);
