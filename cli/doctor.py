@@ -9,11 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+import grpc
 import httpx
 
+from waybill.common.grpc_channels import blocking_channel
 from waybill.common.launch import grpc_serving
 from waybill.common.migrate import UPGRADES, schema_of, schema_verdict
 from waybill.common.settings import Settings
+from waybill.v1 import channels_pb2, channels_pb2_grpc
 
 GRPC_SERVICES = ("admission", "runner", "journal", "delivery")
 
@@ -111,12 +114,40 @@ def check_services(settings: Settings, gateway_url: str) -> list[Finding]:
     return found
 
 
+def check_channels(settings: Settings) -> list[Finding]:
+    """Each chat channel's platform answers and takes its credentials, as the
+    delivery process (which holds them) asks it (`Channels.Check`)."""
+    try:
+        configured = bool(settings.config_file().channels)
+    except Exception:  # a broken config is check_config's finding
+        return []
+    if not configured:
+        return [Finding("skip", "channels", "none configured")]
+    with blocking_channel(settings.delivery_addr, settings) as channel:
+        try:
+            reply = channels_pb2_grpc.ChannelsStub(channel).Check(
+                channels_pb2.ChannelCheckRequest(),
+                timeout=settings.channel_http_timeout_seconds + 5,
+            )
+        except grpc.RpcError as error:
+            return [Finding("FAIL", "channels", f"delivery did not answer: {error.code().name}")]
+    return [
+        Finding(
+            "ok" if found.ok else "FAIL",
+            f"channel {found.channel}",
+            f"{found.platform}: {found.detail}",
+        )
+        for found in reply.channels
+    ]
+
+
 def run_doctor(settings: Settings, gateway_url: str, out: TextIO) -> int:
     checks: list[Callable[[], list[Finding]]] = [
         lambda: check_config(settings),
         lambda: check_database(settings),
         lambda: check_redis(settings),
         lambda: check_services(settings, gateway_url),
+        lambda: check_channels(settings),
     ]
     failed = 0
     for check in checks:

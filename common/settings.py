@@ -462,9 +462,9 @@ class Settings(BaseSettings):
     # ---- IM channels (services/delivery/channels; the `channels` YAML section) ----
     channel_edit_seconds: float = 1.0  # a streamed answer is edited at most this often
     channel_http_timeout_seconds: float = 30.0  # each call to a platform's API
-    channel_poll_seconds: float = 25.0  # Telegram long polling: how long one getUpdates waits
+    channel_poll_seconds: float = 25.0  # Telegram getUpdates, Matrix /sync: how long one waits
     channel_poll_retry_seconds: float = 2.0  # pause after a failed poll, or while not leader
-    channel_leader_seconds: float = 30.0  # the long-polling leader's lease (in the database)
+    channel_leader_seconds: float = 30.0  # the lease on a channel's inbound connection (in SQL)
     # A replica streaming an answer holds it under this lease; a dead replica's
     # answers are adopted by another one, which looks for them this often.
     channel_reply_lease_seconds: float = 30.0
@@ -473,6 +473,14 @@ class Settings(BaseSettings):
     # days), and the forgetting runs this often.
     channel_dedupe_seconds: float = 7 * 86400.0
     channel_dedupe_sweep_seconds: float = 3600.0
+    # A platform call refused for its rate (429, Retry-After, the platform's own
+    # codes) or failing for a while is tried again this many times, waiting as the
+    # platform asks or doubling from the first wait, never longer than the cap.
+    channel_retry_attempts: int = 5
+    channel_retry_first_seconds: float = 0.5
+    channel_retry_max_seconds: float = 30.0
+    # A signed delivery whose timestamp is further than this from now is a replay.
+    channel_max_skew_seconds: float = 300.0
 
     @model_validator(mode="after")
     def _tls_whole(self) -> Settings:

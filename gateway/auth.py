@@ -151,7 +151,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/a2a/{assistant_id}/.well-known/agent.json"): AUTHENTICATED,
     ("GET", "/.well-known/agent-card.json"): AUTHENTICATED,
     ("POST", "/channels/telegram/{channel}/webhook"): PLATFORM_SIGNED,
-    ("POST", "/channels/slack/{channel}/events"): PLATFORM_SIGNED,
+    ("POST", "/channels/{platform}/{channel}/events"): PLATFORM_SIGNED,
+    ("GET", "/channels/{platform}/{channel}/events"): PLATFORM_SIGNED,  # WeCom's URL check
     ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,
 }
 

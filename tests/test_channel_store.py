@@ -66,21 +66,62 @@ async def test_new_moves_a_conversation_to_a_fresh_thread(
     assert await two.thread_of("tg", "chat-8") == thread_id_of("tg", "chat-8", 0)
 
 
-async def test_one_leader_holds_the_polling_lease_and_its_cursor_survives(
+async def test_one_leader_holds_the_listening_lease_and_its_position_survives(
     stores: tuple[ChannelStore, ChannelStore],
 ) -> None:
     one, two = stores
-    lease = "telegram-poll:test"
-    assert await one.hold_lease(lease, "replica-1", 0.5) == 0
+    lease = "listen:test"
+    assert await one.hold_lease(lease, "replica-1", 0.5) == ""  # no position yet: from now
     assert await two.hold_lease(lease, "replica-2", 0.5) is None  # held by replica-1
-    assert await one.advance_lease(lease, "replica-1", 41)
-    assert not await two.advance_lease(lease, "replica-2", 99)  # not its lease
-    assert await one.hold_lease(lease, "replica-1", 0.5) == 41  # renewed, cursor kept
+    token = "s72595_4483_1934" + "x" * 300  # a Matrix since token can be long
+    assert await one.advance_lease(lease, "replica-1", token)
+    assert not await two.advance_lease(lease, "replica-2", "99")  # not its lease
+    assert await one.hold_lease(lease, "replica-1", 0.5) == token  # renewed, position kept
 
     await asyncio.sleep(0.7)  # replica-1 stopped renewing: its lease expires
-    assert await two.hold_lease(lease, "replica-2", 5) == 41  # taken over where it stopped
-    assert not await one.advance_lease(lease, "replica-1", 50)  # the old leader is fenced
+    assert await two.hold_lease(lease, "replica-2", 5) == token  # taken over where it stopped
+    assert not await one.advance_lease(lease, "replica-1", "50")  # the old leader is fenced
     assert await one.hold_lease(lease, "replica-1", 5) is None
 
     await two.drop_lease(lease, "replica-2")  # a stopping leader lets go at once
-    assert await one.hold_lease(lease, "replica-1", 5) == 41
+    assert await one.hold_lease(lease, "replica-1", 5) == token
+
+
+def test_telegram_polling_offsets_survive_the_move_to_text_positions(database_url: str) -> None:
+    """Migration 0005: a Telegram long-polling lease keeps its offset, renamed to
+    the listeners' lease, and goes back on downgrade."""
+    from alembic import command
+    from sqlalchemy import create_engine as create_sync_engine
+    from sqlalchemy import text
+
+    from waybill.common.sql import alembic_config
+    from waybill.services.delivery.store import MIGRATIONS
+
+    sync_url = database_url.replace("+aiosqlite", "").replace("+asyncpg", "+psycopg")
+    engine = create_sync_engine(sync_url)
+
+    def move(revision: str, down: bool = False) -> None:
+        with engine.begin() as connection:
+            config = alembic_config(MIGRATIONS, "delivery", connection)
+            (command.downgrade if down else command.upgrade)(config, revision)
+
+    try:
+        move("head")  # whichever test ran before
+        move("0004", down=True)
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM channel_leases"))
+            conn.execute(
+                text("INSERT INTO channel_leases VALUES ('telegram-poll:tg', 'r1', :at, 41)"),
+                {"at": "2026-12-01 00:00:00+00:00"},
+            )
+        move("0005")
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT name, position FROM channel_leases")).all()
+        assert [tuple(row) for row in rows] == [("listen:tg", "41")]
+        move("0004", down=True)
+        with engine.connect() as conn:
+            names = conn.execute(text("SELECT name FROM channel_leases")).scalars().all()
+        assert names == ["telegram-poll:tg"]
+        move("head")
+    finally:
+        engine.dispose()

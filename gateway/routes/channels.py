@@ -1,7 +1,10 @@
 """Inbound deliveries of chat platforms: thin, forwarded byte for byte.
 
-The body and headers go to `Channels.Receive` untouched (signatures cover the
-raw bytes); the service verifies them, acts, and says what to answer.
+The body, query and headers go to `Channels.Receive` untouched (signatures cover
+the raw bytes); the service verifies them, acts, and says what to answer. Every
+platform but Telegram and the signed webhook (older routes) posts to
+`/channels/<platform>/<channel>/events`; a platform that verifies the URL with a
+GET (WeCom) gets it there too.
 """
 
 from __future__ import annotations
@@ -14,30 +17,31 @@ from waybill.v1 import channels_pb2
 
 router = APIRouter(tags=["channels"], responses=error_responses())
 
-# Headers a platform signs or proves itself with; nothing else is forwarded.
-FORWARDED_PREFIXES = (
-    "x-slack-",
-    "x-telegram-",
-    "x-waybill-signature",
-    "x-waybill-timestamp",
-    "content-type",
-)
+# Platforms prove themselves in headers of their own (`X-Lark-Signature`,
+# DingTalk's bare `sign`): every header is forwarded but the caller's
+# credentials for us, which a platform never sends and the service never needs.
+WITHHELD = frozenset({"authorization", "cookie", "x-api-key", "proxy-authorization"})
 
 
 async def _forward(request: Request, platform: str, channel: str) -> Response:
     headers = [
         channels_pb2.Header(name=name, value=value)
         for name, value in request.headers.items()
-        if name.lower().startswith(FORWARDED_PREFIXES)
+        if name.lower() not in WITHHELD
     ]
     delivery = channels_pb2.InboundDelivery(
-        platform=platform, channel=channel, body=await request.body(), headers=headers
+        platform=platform,
+        channel=channel,
+        body=await request.body(),
+        headers=headers,
+        method=request.method,
+        query=request.url.query,
     )
     reply = await call(request.app.state.peers.inbound.Receive(delivery))
     return Response(
-        content=reply.body_json or b"{}",
+        content=reply.body_json or (b"" if reply.content_type else b"{}"),
         status_code=reply.http_status or 200,
-        media_type="application/json",
+        media_type=reply.content_type or "application/json",
     )
 
 
@@ -46,9 +50,9 @@ async def telegram_webhook(request: Request, channel: str) -> Response:
     return await _forward(request, "telegram", channel)
 
 
-@router.post("/channels/slack/{channel}/events")
-async def slack_events(request: Request, channel: str) -> Response:
-    return await _forward(request, "slack", channel)
+@router.api_route("/channels/{platform}/{channel}/events", methods=["GET", "POST"])
+async def platform_events(request: Request, platform: str, channel: str) -> Response:
+    return await _forward(request, platform, channel)
 
 
 @router.post("/channels/webhook/{channel}")

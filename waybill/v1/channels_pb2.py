@@ -24,19 +24,25 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19waybill/v1/channels.proto\x12\nwaybill.v1\"%\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"g\n\x0fInboundDelivery\x12\x10\n\x08platform\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12#\n\x07headers\x18\x04 \x03(\x0b\x32\x12.waybill.v1.Header\"6\n\x0cInboundReply\x12\x13\n\x0bhttp_status\x18\x01 \x01(\x05\x12\x11\n\tbody_json\x18\x02 \x01(\x0c\x32L\n\x08\x43hannels\x12@\n\x07Receive\x12\x1b.waybill.v1.InboundDelivery\x1a\x18.waybill.v1.InboundReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19waybill/v1/channels.proto\x12\nwaybill.v1\"\x15\n\x13\x43hannelCheckRequest\"M\n\x0c\x43hannelCheck\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x10\n\x08platform\x18\x02 \x01(\t\x12\n\n\x02ok\x18\x03 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"?\n\x11\x43hannelCheckReply\x12*\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x18.waybill.v1.ChannelCheck\"%\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\x86\x01\n\x0fInboundDelivery\x12\x10\n\x08platform\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12#\n\x07headers\x18\x04 \x03(\x0b\x32\x12.waybill.v1.Header\x12\x0e\n\x06method\x18\x05 \x01(\t\x12\r\n\x05query\x18\x06 \x01(\t\"L\n\x0cInboundReply\x12\x13\n\x0bhttp_status\x18\x01 \x01(\x05\x12\x11\n\tbody_json\x18\x02 \x01(\x0c\x12\x14\n\x0c\x63ontent_type\x18\x03 \x01(\t2\x95\x01\n\x08\x43hannels\x12@\n\x07Receive\x12\x1b.waybill.v1.InboundDelivery\x1a\x18.waybill.v1.InboundReply\x12G\n\x05\x43heck\x12\x1f.waybill.v1.ChannelCheckRequest\x1a\x1d.waybill.v1.ChannelCheckReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waybill.v1.channels_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HEADER']._serialized_start=41
-  _globals['_HEADER']._serialized_end=78
-  _globals['_INBOUNDDELIVERY']._serialized_start=80
-  _globals['_INBOUNDDELIVERY']._serialized_end=183
-  _globals['_INBOUNDREPLY']._serialized_start=185
-  _globals['_INBOUNDREPLY']._serialized_end=239
-  _globals['_CHANNELS']._serialized_start=241
-  _globals['_CHANNELS']._serialized_end=317
+  _globals['_CHANNELCHECKREQUEST']._serialized_start=41
+  _globals['_CHANNELCHECKREQUEST']._serialized_end=62
+  _globals['_CHANNELCHECK']._serialized_start=64
+  _globals['_CHANNELCHECK']._serialized_end=141
+  _globals['_CHANNELCHECKREPLY']._serialized_start=143
+  _globals['_CHANNELCHECKREPLY']._serialized_end=206
+  _globals['_HEADER']._serialized_start=208
+  _globals['_HEADER']._serialized_end=245
+  _globals['_INBOUNDDELIVERY']._serialized_start=248
+  _globals['_INBOUNDDELIVERY']._serialized_end=382
+  _globals['_INBOUNDREPLY']._serialized_start=384
+  _globals['_INBOUNDREPLY']._serialized_end=460
+  _globals['_CHANNELS']._serialized_start=463
+  _globals['_CHANNELS']._serialized_end=612
 # @@protoc_insertion_point(module_scope)

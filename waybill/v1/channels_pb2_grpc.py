@@ -39,6 +39,11 @@ class ChannelsStub:
                 request_serializer=waybill_dot_v1_dot_channels__pb2.InboundDelivery.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_channels__pb2.InboundReply.FromString,
                 _registered_method=True)
+        self.Check = channel.unary_unary(
+                '/waybill.v1.Channels/Check',
+                request_serializer=waybill_dot_v1_dot_channels__pb2.ChannelCheckRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_channels__pb2.ChannelCheckReply.FromString,
+                _registered_method=True)
 
 
 class ChannelsServicer:
@@ -56,6 +61,14 @@ class ChannelsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Check(self, request, context):
+        """Ask every configured channel's platform whether it is reachable and takes
+        the channel's credentials (`waybill doctor`). Never carries a secret.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChannelsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -63,6 +76,11 @@ def add_ChannelsServicer_to_server(servicer, server):
                     servicer.Receive,
                     request_deserializer=waybill_dot_v1_dot_channels__pb2.InboundDelivery.FromString,
                     response_serializer=waybill_dot_v1_dot_channels__pb2.InboundReply.SerializeToString,
+            ),
+            'Check': grpc.unary_unary_rpc_method_handler(
+                    servicer.Check,
+                    request_deserializer=waybill_dot_v1_dot_channels__pb2.ChannelCheckRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_channels__pb2.ChannelCheckReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -92,6 +110,33 @@ class Channels:
             '/waybill.v1.Channels/Receive',
             waybill_dot_v1_dot_channels__pb2.InboundDelivery.SerializeToString,
             waybill_dot_v1_dot_channels__pb2.InboundReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Check(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Channels/Check',
+            waybill_dot_v1_dot_channels__pb2.ChannelCheckRequest.SerializeToString,
+            waybill_dot_v1_dot_channels__pb2.ChannelCheckReply.FromString,
             options,
             channel_credentials,
             insecure,

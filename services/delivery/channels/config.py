@@ -3,7 +3,7 @@
 ```yaml
 channels:
   - name: support            # used in the inbound URL: /channels/telegram/support/webhook
-    platform: telegram       # telegram | slack | webhook
+    platform: telegram       # see platforms.py: telegram, slack, feishu, lark, dingtalk, ...
     owner: alice             # runs act on behalf of this principal
     bot_token_env: TG_TOKEN  # secrets: `<name>_env` names an env var (or `<name>` inline)
     secret_token_env: TG_WEBHOOK_SECRET
@@ -13,7 +13,8 @@ channels:
 ```
 
 Secrets are read here and kept in `ChannelSpec` fields that never reach a
-log line, an event or a receipt (`repr` hides them).
+log line, an event or a receipt (`repr` hides them). Which fields a platform
+needs is its adapter's `required`; `platforms.load_channels` checks them.
 """
 
 from __future__ import annotations
@@ -26,13 +27,24 @@ from pydantic import BaseModel, Field, ValidationError
 from waybill.common.identity import API_KEY_USER, LOCAL_USER, ROLE_SCOPES, Principal
 from waybill.common.settings import Settings
 
-DEFAULT_API_BASE = {"telegram": "https://api.telegram.org", "slack": "https://slack.com/api"}
-SECRET_FIELDS = ("bot_token", "signing_secret", "secret_token", "secret")
+SECRET_FIELDS = (
+    "bot_token",
+    "signing_secret",
+    "secret_token",
+    "secret",
+    "app_secret",
+    "encrypt_key",
+    "verification_token",
+    "callback_token",
+    "encoding_aes_key",
+    "corp_secret",
+    "access_token",
+)
 
 
 class ChannelSpec(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    platform: Literal["telegram", "slack", "webhook"]
+    platform: str  # one of platforms.ADAPTERS
     owner: str = LOCAL_USER.user_id
     assistant_id: str = "lead_agent"
     threads: Literal["chat", "conversation"] = "chat"
@@ -40,15 +52,24 @@ class ChannelSpec(BaseModel):
     mode: Literal["webhook", "polling"] = "webhook"  # telegram only
     api_base: str | None = None  # the platform's API (tests point it at a local fake)
     reply_url: str | None = None  # webhook only: where answers are POSTed, signed
+    app_id: str | None = None  # feishu/lark app id, dingtalk app key, discord application id
+    robot_code: str | None = None  # dingtalk: the robot's code (default: app_id)
+    corp_id: str | None = None  # wecom: the company (corp) id
+    agent_id: str | None = None  # wecom: the app's AgentId
+    user_id: str | None = None  # matrix: the bot's own user id (its messages are not runs)
+    public_key: str | None = None  # discord: the app's Ed25519 key (hex) for interactions
     # Secrets, resolved from `<field>_env` (or given inline); hidden from repr.
     bot_token: str | None = Field(default=None, repr=False)  # telegram, slack
     signing_secret: str | None = Field(default=None, repr=False)  # slack
     secret_token: str | None = Field(default=None, repr=False)  # telegram webhook header
     secret: str | None = Field(default=None, repr=False)  # webhook HMAC key (both ways)
-
-    @property
-    def base_url(self) -> str:
-        return (self.api_base or DEFAULT_API_BASE.get(self.platform, "")).rstrip("/")
+    app_secret: str | None = Field(default=None, repr=False)  # feishu/lark, dingtalk
+    encrypt_key: str | None = Field(default=None, repr=False)  # feishu/lark event encryption
+    verification_token: str | None = Field(default=None, repr=False)  # feishu/lark
+    callback_token: str | None = Field(default=None, repr=False)  # wecom callback Token
+    encoding_aes_key: str | None = Field(default=None, repr=False)  # wecom EncodingAESKey
+    corp_secret: str | None = Field(default=None, repr=False)  # wecom app Secret
+    access_token: str | None = Field(default=None, repr=False)  # matrix
 
     def secrets(self) -> list[str]:
         return [value for value in (getattr(self, f) for f in SECRET_FIELDS) if value]
@@ -68,38 +89,21 @@ def _resolved(entry: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _check(spec: ChannelSpec) -> None:
-    required = {
-        "telegram": ["bot_token"] + (["secret_token"] if spec.mode == "webhook" else []),
-        "slack": ["bot_token", "signing_secret"],
-        "webhook": ["secret", "reply_url"],
-    }[spec.platform]
-    missing = [field for field in required if not getattr(spec, field)]
-    if missing:
-        raise ValueError(f"channel {spec.name} ({spec.platform}) needs {', '.join(missing)}")
+def spec_of(entry: dict[str, Any]) -> ChannelSpec:
+    """One entry of the `channels` section; a mistake is said without its values."""
+    try:
+        return ChannelSpec.model_validate(_resolved(entry))
+    except ValidationError as error:
+        # pydantic echoes input values; never let a secret reach the log.
+        fields = sorted({".".join(map(str, e["loc"])) for e in error.errors()})
+        raise ValueError(f"channel {entry.get('name')}: invalid {', '.join(fields)}") from None
 
 
-def load_channels(settings: Settings) -> dict[str, ChannelSpec]:
-    """The configured channels by name; a mistake stops the service at start-up."""
+def channel_entries(settings: Settings) -> list[dict[str, Any]]:
     entries = settings.config_file().channels
-    if not isinstance(entries, list):
-        raise ValueError("channels: must be a list of channel entries")
-    specs: dict[str, ChannelSpec] = {}
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise ValueError("channels: every entry must be a mapping")
-        try:
-            spec = ChannelSpec.model_validate(_resolved(entry))
-        except ValidationError as error:
-            # pydantic echoes input values; never let a secret reach the log.
-            fields = sorted({".".join(map(str, e["loc"])) for e in error.errors()})
-            raise ValueError(f"channel {entry.get('name')}: invalid {', '.join(fields)}") from None
-        _check(spec)
-        owner_principal(settings, spec, {})  # the owner must exist
-        if spec.name in specs:
-            raise ValueError(f"channels: the name {spec.name} is used twice")
-        specs[spec.name] = spec
-    return specs
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError("channels: must be a list of channel entries (mappings)")
+    return entries
 
 
 def owner_principal(settings: Settings, spec: ChannelSpec, who: dict[str, str]) -> Principal:

@@ -1,7 +1,7 @@
 """From a platform's delivery to a run, and from the run back to the chat.
 
 Every inbound message takes the same path, whatever its platform or whether it
-came by webhook or long polling:
+came by webhook or on a connection the service holds (long polling, a gateway, a sync):
 
 1. the adapter verifies and parses it;
 2. its platform event id is taken once, cluster-wide (`channel_events`);
@@ -30,24 +30,18 @@ from waybill.services.delivery.channels import commands
 from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
+    Delivery,
     InboundMessage,
     PlatformCallFailed,
 )
 from waybill.services.delivery.channels.config import ChannelSpec, owner_principal
+from waybill.services.delivery.channels.metrics import DELIVERIES_REFUSED, DUPLICATE_EVENTS
+from waybill.services.delivery.channels.platforms import ADAPTERS
 from waybill.services.delivery.channels.replies import stream_reply
-from waybill.services.delivery.channels.signed_webhook import SignedWebhookAdapter
-from waybill.services.delivery.channels.slack import SlackAdapter
 from waybill.services.delivery.channels.store import HOLDER, ChannelStore, OwedReply
-from waybill.services.delivery.channels.telegram import TelegramAdapter
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2, journal_pb2_grpc
 
 log = logging.getLogger("waybill.channels")
-
-ADAPTERS: dict[str, type[ChannelAdapter]] = {
-    "telegram": TelegramAdapter,
-    "slack": SlackAdapter,
-    "webhook": SignedWebhookAdapter,
-}
 
 BUSY_POLICY = {
     "reject": common_pb2.MULTITASK_STRATEGY_REJECT,
@@ -81,27 +75,34 @@ class ChannelDispatcher:
         self.store = store
         self.admission = admission
         self.journal = journal
-        self.adapters = {name: ADAPTERS[spec.platform](spec, http) for name, spec in specs.items()}
+        self.adapters = {
+            name: ADAPTERS[spec.platform](spec, http, settings) for name, spec in specs.items()
+        }
         self.replies: set[asyncio.Task[None]] = set()
 
-    async def receive(
-        self, platform: str, channel: str, headers: Mapping[str, str], body: bytes
-    ) -> dict[str, Any]:
-        """One webhook delivery; returns the JSON body to answer the platform with."""
+    async def receive(self, platform: str, channel: str, delivery: Delivery) -> Acknowledge:
+        """One webhook delivery; returns what to answer the platform with."""
         adapter = self.adapters.get(channel)
         if adapter is None or adapter.platform != platform:
             raise not_found(f"No {platform} channel named '{channel}' is configured.")
-        adapter.verify(headers, body)
-        parsed = adapter.parse(body)
+        try:
+            adapter.verify(delivery)
+            parsed = adapter.parse(delivery)  # a body that does not decrypt is refused too
+        except ServiceError as error:
+            if error.code == grpc.StatusCode.UNAUTHENTICATED:
+                DELIVERIES_REFUSED.labels(platform, channel).inc()
+                log.warning("channel %s: delivery refused: %s", channel, error.message)
+            raise
         if isinstance(parsed, Acknowledge):
-            return parsed.body
+            return parsed
         await self.take(adapter, parsed)
-        return {"ok": True}
+        return adapter.received(parsed)
 
     async def take(self, adapter: ChannelAdapter, message: InboundMessage) -> None:
         """Act on a message once, however many times and replicas it reaches."""
         name = adapter.spec.name
         if not await self.store.take_event(name, message.event_id):
+            DUPLICATE_EVENTS.labels(adapter.platform, name).inc()
             log.info("channel %s: event %s seen before; ignored", name, message.event_id)
             return
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from waybill.common import codec
 from waybill.common.journal_reading import journal_batches
-from waybill.services.delivery.channels.adapter import ChannelAdapter, InboundMessage
+from waybill.services.delivery.channels.adapter import ChannelAdapter, InboundMessage, cut
 from waybill.v1 import common_pb2, journal_pb2, journal_pb2_grpc
 
 log = logging.getLogger("waybill.channels")
@@ -97,9 +97,38 @@ class StreamedReply:
             self.handle = await self.adapter.post(self.message, text)
             if self.on_posted is not None:
                 await self.on_posted(self.handle)
+        elif self.adapter.reply_style == "final":
+            return  # posted once already (by a replica that died before noting it done)
         else:
             await self.adapter.edit(self.message, self.handle, text)
         self.shown, self.shown_at = text, time.monotonic()
+
+
+@dataclass
+class ChunkedReply:
+    """New posts as the answer grows, each at most the platform's message size and
+    cut between words; the handle says how far the current message was posted
+    ("<message id>:<characters>"), so a resumed answer skips what was shown."""
+
+    adapter: ChannelAdapter
+    message: InboundMessage
+    handle: str | None = None
+    on_posted: Callable[[str], Awaitable[None]] | None = None
+
+    async def show(self, text: str, part: str, final: bool = False) -> None:
+        shown_part, _, count = (self.handle or "").rpartition(":")
+        sent = int(count) if shown_part == part and count.isdigit() else 0
+        limit = self.adapter.max_text
+        while len(text) - sent > (0 if final else limit):
+            piece = text[sent : sent + limit]
+            if len(text) - sent > limit and " " in piece.strip():
+                piece = piece[: piece.rstrip().rindex(" ") + 1]  # whole words only
+            if piece.strip():
+                await self.adapter.post(self.message, cut(piece.strip(), limit))
+            sent += len(piece)
+            self.handle = f"{part}:{sent}"
+            if self.on_posted is not None:
+                await self.on_posted(self.handle)
 
 
 async def stream_reply(
@@ -116,12 +145,20 @@ async def stream_reply(
     `run_status()` reads the run's status once its log is complete. A resumed
     answer replays the run's log from the start and edits its earlier post."""
     answer = AnswerText()
+    if adapter.reply_style == "chunks":
+        chunks = ChunkedReply(adapter, message, handle, on_posted)
+        async for batch in journal_batches(journal, run_id):
+            for event in batch:
+                answer.take(event)
+            await chunks.show(answer.text, answer.latest)
+        await chunks.show(answer.final(await run_status()), answer.latest, final=True)
+        return
     reply = StreamedReply(adapter, message, edit_seconds, handle, on_posted)
     async for batch in journal_batches(journal, run_id):
         for event in batch:
             answer.take(event)
             # Event by event: the first words are posted as soon as they exist,
             # even when the rest arrived with them; the throttle spaces the edits.
-            if adapter.streams_edits:
+            if adapter.reply_style == "edit":
                 await reply.show(answer.text)
     await reply.show(answer.final(await run_status()), final=True)

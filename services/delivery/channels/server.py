@@ -1,4 +1,5 @@
-"""The Channels gRPC servicer, hosted by the delivery process, and its start-up."""
+"""The Channels gRPC servicer, hosted by the delivery process, and its start-up:
+the dispatcher, one listener per channel that holds a connection, the upkeep."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import logging
 import math
 import time
+import urllib.parse
 
 import grpc
 import httpx
@@ -14,11 +16,15 @@ from waybill.common import codec
 from waybill.common.background import BackgroundLoop
 from waybill.common.grpc_channels import PeerChannels
 from waybill.common.settings import Settings
-from waybill.services.delivery.channels.config import load_channels
+from waybill.services.delivery.channels.adapter import (
+    ChannelAdapter,
+    Delivery,
+    PlatformCallFailed,
+)
 from waybill.services.delivery.channels.dispatch import ChannelDispatcher
-from waybill.services.delivery.channels.polling import TelegramPoller
+from waybill.services.delivery.channels.listening import ChannelListener
+from waybill.services.delivery.channels.platforms import load_channels
 from waybill.services.delivery.channels.store import ChannelStore
-from waybill.services.delivery.channels.telegram import TelegramAdapter
 from waybill.v1 import admission_pb2_grpc, channels_pb2, channels_pb2_grpc, journal_pb2_grpc
 
 log = logging.getLogger("waybill.channels")
@@ -31,11 +37,45 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
     async def Receive(
         self, request: channels_pb2.InboundDelivery, context: grpc.aio.ServicerContext
     ) -> channels_pb2.InboundReply:
-        headers = {header.name.lower(): header.value for header in request.headers}
-        answer = await self.dispatcher.receive(
-            request.platform, request.channel, headers, request.body
+        delivery = Delivery(
+            headers={header.name.lower(): header.value for header in request.headers},
+            body=request.body,
+            method=request.method or "POST",
+            query=dict(urllib.parse.parse_qsl(request.query, keep_blank_values=True)),
         )
-        return channels_pb2.InboundReply(http_status=200, body_json=codec.dumps(answer))
+        answer = await self.dispatcher.receive(request.platform, request.channel, delivery)
+        if answer.text is not None:
+            return channels_pb2.InboundReply(
+                http_status=200, body_json=answer.text.encode(), content_type="text/plain"
+            )
+        return channels_pb2.InboundReply(http_status=200, body_json=codec.dumps(answer.body))
+
+    async def Check(
+        self, request: channels_pb2.ChannelCheckRequest, context: grpc.aio.ServicerContext
+    ) -> channels_pb2.ChannelCheckReply:
+        adapters = list(self.dispatcher.adapters.values())
+        found = await asyncio.gather(*(_checked(adapter) for adapter in adapters))
+        return channels_pb2.ChannelCheckReply(
+            channels=[
+                channels_pb2.ChannelCheck(
+                    channel=adapter.spec.name, platform=adapter.platform, ok=ok, detail=detail
+                )
+                for adapter, (ok, detail) in zip(adapters, found, strict=True)
+            ]
+        )
+
+
+async def _checked(adapter: ChannelAdapter) -> tuple[bool, str]:
+    """One platform's verdict on its channel; never a secret in the detail."""
+    timeout = adapter.settings.channel_http_timeout_seconds
+    try:
+        return True, await asyncio.wait_for(adapter.check(), timeout)
+    except PlatformCallFailed as error:
+        return False, str(error)
+    except TimeoutError:
+        return False, f"{adapter.platform}: no answer in {timeout:g} s"
+    except Exception as error:  # a check must answer, whatever the platform did
+        return False, f"{adapter.platform}: {type(error).__name__}"
 
 
 class ChannelsService:
@@ -57,10 +97,10 @@ class ChannelsService:
             journal_pb2_grpc.JournalStub(peers.journal()),
             self.http,
         )
-        self.pollers = [
-            TelegramPoller(adapter, self.dispatcher, store, settings)
+        self.listeners = [
+            ChannelListener(adapter, self.dispatcher, store, settings)
             for adapter in self.dispatcher.adapters.values()
-            if isinstance(adapter, TelegramAdapter) and adapter.spec.mode == "polling"
+            if adapter.listens()
         ]
         self.settings = settings
         self.store = store
@@ -79,8 +119,8 @@ class ChannelsService:
         channels_pb2_grpc.add_ChannelsServicer_to_server(ChannelsServicer(self.dispatcher), server)
 
     def start(self) -> None:
-        for poller in self.pollers:
-            poller.start()
+        for listener in self.listeners:
+            listener.start()
         if self.dispatcher.adapters:
             self.upkeep.start()
 
@@ -94,6 +134,6 @@ class ChannelsService:
         return self.settings.channel_reply_sweep_seconds
 
     async def stop(self) -> None:
-        await asyncio.gather(self.upkeep.stop(), *(poller.stop() for poller in self.pollers))
+        await asyncio.gather(self.upkeep.stop(), *(listener.stop() for listener in self.listeners))
         await self.dispatcher.close()
         await self.http.aclose()

@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Mapping
 
 from waybill.common import codec
 from waybill.common.errors import invalid
 from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
+    Delivery,
     InboundMessage,
     equal_secrets,
     json_body,
@@ -49,9 +49,11 @@ def signed_headers(secret: str, body: bytes) -> dict[str, str]:
 
 class SignedWebhookAdapter(ChannelAdapter):
     platform = "webhook"
-    streams_edits = False  # one signed POST with the final answer
+    reply_style = "final"  # one signed POST with the final answer
+    required = ("secret", "reply_url")
 
-    def verify(self, headers: Mapping[str, str], body: bytes) -> None:
+    def verify(self, delivery: Delivery) -> None:
+        headers, body = delivery.headers, delivery.body
         timestamp = headers.get(TIMESTAMP_HEADER) or ""
         if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > MAX_SKEW_SECONDS:
             raise unauthenticated(f"{TIMESTAMP_HEADER} is missing or too far from now.")
@@ -59,8 +61,8 @@ class SignedWebhookAdapter(ChannelAdapter):
         if not equal_secrets(headers.get(SIGNATURE_HEADER), expected):
             raise unauthenticated(f"{SIGNATURE_HEADER} does not match the body.")
 
-    def parse(self, body: bytes) -> InboundMessage | Acknowledge:
-        found = json_body(body)
+    def parse(self, delivery: Delivery) -> InboundMessage | Acknowledge:
+        found = json_body(delivery.body)
         missing = [k for k in REQUIRED if not isinstance(found.get(k), str) or not found[k]]
         if missing:
             raise invalid(f"The message needs non-empty strings: {', '.join(missing)}.")
@@ -90,5 +92,5 @@ class SignedWebhookAdapter(ChannelAdapter):
         await self._call(str(self.spec.reply_url), "reply", content=body, headers=headers)
         return message.event_id
 
-    async def edit(self, message: InboundMessage, handle: str, text: str) -> None:
-        await self.post(message, text)  # never streamed; a later answer is a new POST
+    async def check(self) -> str:
+        return f"answers POSTed to {self.spec.reply_url}"  # nothing to ask

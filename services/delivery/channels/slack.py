@@ -12,12 +12,12 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
+    Delivery,
     InboundMessage,
     PlatformCallFailed,
     equal_secrets,
@@ -38,17 +38,20 @@ def slack_signature(secret: str, timestamp: str, body: bytes) -> str:
 
 class SlackAdapter(ChannelAdapter):
     platform = "slack"
+    default_api_base = "https://slack.com/api"
+    required = ("bot_token", "signing_secret")
 
-    def verify(self, headers: Mapping[str, str], body: bytes) -> None:
+    def verify(self, delivery: Delivery) -> None:
+        headers = delivery.headers
         timestamp = headers.get(TIMESTAMP_HEADER) or ""
         if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > MAX_SKEW_SECONDS:
             raise unauthenticated(f"{TIMESTAMP_HEADER} is missing or too far from now.")
-        expected = slack_signature(str(self.spec.signing_secret), timestamp, body)
+        expected = slack_signature(str(self.spec.signing_secret), timestamp, delivery.body)
         if not equal_secrets(headers.get(SIGNATURE_HEADER), expected):
             raise unauthenticated(f"{SIGNATURE_HEADER} does not match the body.")
 
-    def parse(self, body: bytes) -> InboundMessage | Acknowledge:
-        delivery = json_body(body)
+    def parse(self, received: Delivery) -> InboundMessage | Acknowledge:
+        delivery = json_body(received.body)
         if delivery.get("type") == "url_verification":
             return Acknowledge({"challenge": str(delivery.get("challenge", ""))})
         event = delivery.get("event")
@@ -77,10 +80,11 @@ class SlackAdapter(ChannelAdapter):
             extra={"slack_event_id": str(delivery.get("event_id", ""))},
         )
 
-    async def _api(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _api(self, method: str, payload: dict[str, Any], attempts: int = 0) -> dict[str, Any]:
         answer = await self._call(
-            f"{self.spec.base_url}/{method}",
+            f"{self.base_url}/{method}",
             method,
+            attempts=attempts,
             json=payload,
             headers={"Authorization": f"Bearer {self.spec.bot_token}"},
         )
@@ -94,3 +98,7 @@ class SlackAdapter(ChannelAdapter):
 
     async def edit(self, message: InboundMessage, handle: str, text: str) -> None:
         await self._api("chat.update", {"channel": message.chat, "ts": handle, "text": text})
+
+    async def check(self) -> str:
+        answer = await self._api("auth.test", {}, attempts=1)
+        return f"bot {answer.get('user', '?')} in {answer.get('team', '?')}"

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import (
-    BigInteger,
     Column,
     DateTime,
     Integer,
@@ -62,7 +61,7 @@ channel_leases = Table(
     Column("name", String(128), primary_key=True),
     Column("holder", String(128), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("cursor", BigInteger, nullable=False),
+    Column("position", Text, nullable=False),
 )
 
 
@@ -190,8 +189,9 @@ class ChannelStore:
 
     # ---- leader leases -----------------------------------------------------------
 
-    async def hold_lease(self, name: str, holder: str, seconds: float) -> int | None:
-        """Take or renew the lease `name` for `holder`; its cursor when held, else None."""
+    async def hold_lease(self, name: str, holder: str, seconds: float) -> str | None:
+        """Take or renew the lease `name` for `holder`; its position when held
+        (empty at first), else None."""
         now = codec.now_utc()
         until = now + timedelta(seconds=seconds)
         mine_or_free = and_(
@@ -203,34 +203,34 @@ class ChannelStore:
                 update(channel_leases)
                 .where(mine_or_free)
                 .values(holder=holder, expires_at=until)
-                .returning(channel_leases.c.cursor)
+                .returning(channel_leases.c.position)
             )
-            cursor = held.scalar()
-        if cursor is not None:
-            return int(cursor)
+            position = held.scalar()
+        if position is not None:
+            return str(position)
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(
                     insert(channel_leases).values(
-                        name=name, holder=holder, expires_at=until, cursor=0
+                        name=name, holder=holder, expires_at=until, position=""
                     )
                 )
         except IntegrityError:
             return None  # someone else holds it
-        return 0
+        return ""
 
-    async def advance_lease(self, name: str, holder: str, cursor: int) -> bool:
+    async def advance_lease(self, name: str, holder: str, position: str) -> bool:
         """Record progress; False when the lease was lost (write nothing more)."""
         async with self.engine.begin() as conn:
             moved = await conn.execute(
                 update(channel_leases)
                 .where(channel_leases.c.name == name, channel_leases.c.holder == holder)
-                .values(cursor=cursor)
+                .values(position=position)
             )
         return bool(moved.rowcount)
 
     async def drop_lease(self, name: str, holder: str) -> None:
-        """Let the lease go at once (a stopping leader); the cursor stays."""
+        """Let the lease go at once (a stopping leader); the position stays."""
         async with self.engine.begin() as conn:
             await conn.execute(
                 update(channel_leases)

@@ -7,43 +7,75 @@ was registered with (`X-Telegram-Bot-Api-Secret-Token`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+import httpx
 
 from waybill.common.errors import refused
 from waybill.services.delivery.channels.adapter import (
     Acknowledge,
     ChannelAdapter,
+    Deliver,
+    Delivery,
     InboundMessage,
     PlatformCallFailed,
+    cut,
     equal_secrets,
     json_body,
     unauthenticated,
 )
+from waybill.services.delivery.channels.config import ChannelSpec
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 MAX_TEXT = 4096  # Telegram's limit for one message
 
 
 def _fitted(text: str) -> str:
-    text = text or "…"
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+    return cut(text, MAX_TEXT)
 
 
 class TelegramAdapter(ChannelAdapter):
     platform = "telegram"
+    default_api_base = "https://api.telegram.org"
+    required = ("bot_token",)
+
+    @classmethod
+    def needs(cls, spec: ChannelSpec) -> tuple[str, ...]:
+        return cls.required + (("secret_token",) if spec.mode == "webhook" else ())
 
     def _method(self, name: str) -> str:
-        return f"{self.spec.base_url}/bot{self.spec.bot_token}/{name}"
+        return f"{self.base_url}/bot{self.spec.bot_token}/{name}"
 
-    def verify(self, headers: Mapping[str, str], body: bytes) -> None:
+    def verify(self, delivery: Delivery) -> None:
         if self.spec.mode != "webhook":
             raise refused(f"Channel {self.spec.name} uses long polling, not a webhook.")
-        if not equal_secrets(headers.get(SECRET_HEADER), self.spec.secret_token):
+        if not equal_secrets(delivery.headers.get(SECRET_HEADER), self.spec.secret_token):
             raise unauthenticated(f"{SECRET_HEADER} is missing or wrong.")
 
-    def parse(self, body: bytes) -> InboundMessage | Acknowledge:
-        return self.message_of(json_body(body))
+    def parse(self, delivery: Delivery) -> InboundMessage | Acknowledge:
+        return self.message_of(json_body(delivery.body))
+
+    def listens(self) -> bool:
+        return self.spec.mode == "polling"
+
+    async def listen(self, position: str, deliver: Deliver) -> None:
+        """Long polling; the position is the next `getUpdates` offset. A poll
+        waits at most half the lease, so the lease is renewed in time."""
+        offset = int(position or 0)
+        wait = min(self.settings.channel_poll_seconds, self.settings.channel_leader_seconds / 2)
+        while True:
+            for update in sorted(await self.updates(offset, wait), key=_update_id):
+                parsed = self.message_of(update)
+                offset = max(offset, _update_id(update) + 1)
+                message = parsed if isinstance(parsed, InboundMessage) else None
+                if not await deliver(message, str(offset)):
+                    return
+
+    async def check(self) -> str:
+        answer = await self._call(self._method("getMe"), "getMe", attempts=1)
+        if not answer.get("ok"):
+            raise PlatformCallFailed("telegram getMe: not ok")
+        return f"bot @{(answer.get('result') or {}).get('username', '?')}"
 
     def message_of(self, update: dict[str, Any]) -> InboundMessage | Acknowledge:
         message = update.get("message")
@@ -84,6 +116,11 @@ class TelegramAdapter(ChannelAdapter):
         if not answer.get("ok"):
             raise PlatformCallFailed("telegram editMessageText: not ok")
 
+    def retry_after(self, response: httpx.Response, answer: dict[str, Any]) -> float | None:
+        if response.status_code == 429:  # Bot API: parameters.retry_after
+            return float((answer.get("parameters") or {}).get("retry_after") or 1)
+        return None
+
     async def updates(self, offset: int, wait_seconds: float) -> list[dict[str, Any]]:
         """Long polling: the updates after `offset`, waiting up to `wait_seconds`."""
         payload = {"offset": offset, "timeout": int(wait_seconds), "allowed_updates": ["message"]}
@@ -94,3 +131,7 @@ class TelegramAdapter(ChannelAdapter):
         if not answer.get("ok") or not isinstance(found, list):
             raise PlatformCallFailed("telegram getUpdates: not ok")
         return [update for update in found if isinstance(update, dict)]
+
+
+def _update_id(update: dict[str, Any]) -> int:
+    return int(update.get("update_id", 0))
