@@ -16,14 +16,28 @@ from waybill.common.launch import Stack
 MODES = ["sqlite", "postgres"]
 
 
-@pytest.fixture(scope="session", params=MODES)
-def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    """The five services as real processes: embedded (SQLite, in-memory fan-out),
-    or scaled (Postgres, and Redis for the journal's fan-out)."""
-    with stack_in_mode(request.param, tmp_path_factory.mktemp(f"stack-{request.param}")) as s:
+@pytest.fixture(scope="session")
+def sqlite_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The embedded stack (SQLite, in-memory fan-out), started once per test process."""
+    with stack_in_mode("sqlite", tmp_path_factory.mktemp("stack-sqlite")) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def postgres_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The scaled stack (Postgres, and Redis for the journal's fan-out), started once
+    per test process."""
+    with stack_in_mode("postgres", tmp_path_factory.mktemp("stack-postgres")) as s:
+        yield s
+
+
+@pytest.fixture(params=MODES)
+def stack(request: pytest.FixtureRequest) -> Stack:
+    """The five services as real processes, in each storage mode. Both stacks live for
+    the whole session: one parametrized session fixture would be torn down and started
+    again whenever a worker's next file switches mode (two stacks per file)."""
+    chosen: Stack = request.getfixturevalue(f"{request.param}_stack")
+    return chosen
 
 
 @pytest.fixture
