@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import tempfile
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from concurrent import futures
 from functools import cache
@@ -369,11 +369,14 @@ def test_the_dev_overlay_comes_up_on_one_node_with_its_own_postgres() -> None:
     )  # fmt: skip
     service = of_kind(docs, "Service")[str(url.host)]
     assert service["spec"]["ports"][0]["port"] == url.port
-    assert service["spec"]["selector"].items() <= postgres["spec"]["template"]["metadata"][
-        "labels"
-    ].items()
+    assert (
+        service["spec"]["selector"].items()
+        <= postgres["spec"]["template"]["metadata"]["labels"].items()
+    )
     [config] = [c for n, c in of_kind(docs, "ConfigMap").items() if n.startswith("waybill-config")]
-    [project] = [c for n, c in of_kind(docs, "ConfigMap").items() if n.startswith("waybill-project")]
+    [project] = [
+        c for n, c in of_kind(docs, "ConfigMap").items() if n.startswith("waybill-project")
+    ]
     project_is_mounted_and_loads(docs, config["data"], project, lambda name: name)
     assert "models" in yaml.safe_load(project["data"]["waybill.yaml"])
 
