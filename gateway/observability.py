@@ -11,6 +11,7 @@ from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from waybill.common.logs import bind_run
+from waybill.common.metrics import register_build_info
 from waybill.common.tracing import run_span, tracing_on
 from waybill.v1 import common_pb2
 
@@ -60,6 +61,7 @@ class RunLogContext:
 
 def install(app: FastAPI) -> None:
     """`/metrics`, the log tags, and (tracing on) a server span per HTTP request."""
+    register_build_info("gateway")
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
