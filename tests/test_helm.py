@@ -236,7 +236,7 @@ def test_the_dev_profile_mounts_a_config_with_real_models_and_a_webhook_secret()
     assert {m.name for m in settings.models()} == {"scripted", "gpt-4o-mini"}
     for name in ("admission", "runner"):
         box = container(of_kind(docs, "Deployment")[named(name)])
-        assert {"secretRef": {"name": "waybill-model-keys"}} in box["envFrom"]
+        assert {"secretRef": {"name": "waybill-model-keys", "optional": True}} in box["envFrom"]
     [claim] = of_kind(docs, "PersistentVolumeClaim").values()
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
 
