@@ -149,6 +149,10 @@ def run_doctor(settings: Settings, gateway_url: str, out: TextIO) -> int:
         lambda: check_services(settings, gateway_url),
         lambda: check_channels(settings),
     ]
+    return _report(checks, out)
+
+
+def _report(checks: list[Callable[[], list[Finding]]], out: TextIO) -> int:
     failed = 0
     for check in checks:
         for finding in check():
@@ -157,3 +161,99 @@ def run_doctor(settings: Settings, gateway_url: str, out: TextIO) -> int:
             out.flush()
     out.write("all checks passed\n" if not failed else f"{failed} check(s) failed\n")
     return 1 if failed else 0
+
+
+# ---- a deployment, from its addresses (`waybill doctor --cluster`) ----------------------
+
+# The deploy/ convention: a gRPC service's metrics port is its gRPC port plus 20.
+METRICS_PORT_OFFSET = 20
+
+
+def metrics_url(settings: Settings, service: str) -> str:
+    """Where a service serves /metrics: its address's host, on its metrics port
+    (`WAYBILL_<SERVICE>_METRICS_PORT`, else the gRPC port + 20 as deploy/ sets it)."""
+    address = str(getattr(settings, f"{service}_addr")).rpartition("///")[2]
+    host, _, port = address.rpartition(":")
+    metrics_port = getattr(settings, f"{service}_metrics_port") or int(port) + METRICS_PORT_OFFSET
+    return f"http://{host}:{metrics_port}/metrics"
+
+
+def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """One /metrics page: each series' samples, as (labels, value)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    series: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(httpx.get(url, timeout=5).text):
+        for sample in family.samples:
+            series.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return series
+
+
+def _build(series: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, str]:
+    [(labels, _), *_] = series.get("waybill_build_info") or [({}, 0.0)]
+    return labels
+
+
+def check_deployment(
+    settings: Settings, gateway_url: str, metrics_urls: dict[str, str]
+) -> list[Finding]:
+    """Each service's health (gRPC health over the services' TLS, the gateway's /ok),
+    the version and schema revision it runs (its `waybill_build_info`), and the queue
+    depth admission reports; one version across the deployment."""
+    found, versions = [], set()
+    admission_series: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for service in GRPC_SERVICES:
+        address = str(getattr(settings, f"{service}_addr"))
+        health = "SERVING" if grpc_serving(address, settings) else "not serving (grpc.health.v1)"
+        url = metrics_urls.get(service) or metrics_url(settings, service)
+        try:
+            series = scrape(url)
+        except httpx.HTTPError as error:
+            found.append(Finding("FAIL", service, f"{address} {health}; {url}: {error}"))
+            continue
+        build = _build(series)
+        versions.add(build.get("version", "?"))
+        if service == "admission":
+            admission_series = series
+        verdict = "ok" if health == "SERVING" else "FAIL"
+        detail = f"{address} {health}; version {build.get('version', '?')}"
+        found.append(Finding(verdict, service, f"{detail}, schema {build.get('schema', '?')}"))
+    found.append(_gateway_finding(gateway_url, metrics_urls.get("gateway"), versions))
+    found.append(_queue_finding(admission_series))
+    if len(versions) > 1:
+        found.append(Finding("FAIL", "versions", f"mixed: {', '.join(sorted(versions))}"))
+    return found
+
+
+def _gateway_finding(gateway_url: str, url: str | None, versions: set[str]) -> Finding:
+    try:
+        reply = httpx.get(f"{gateway_url}/ok", timeout=3)
+        build = _build(scrape(url or f"{gateway_url}/metrics"))
+    except httpx.HTTPError as error:
+        return Finding("FAIL", "gateway", f"{gateway_url}: {error}")
+    versions.add(build.get("version", "?"))
+    verdict = "ok" if reply.status_code == 200 else "FAIL"
+    detail = f"{gateway_url}/ok answered {reply.status_code}; version {build.get('version', '?')}"
+    return Finding(verdict, "gateway", detail)
+
+
+def _queue_finding(series: dict[str, list[tuple[dict[str, str], float]]]) -> Finding:
+    queued, running = series.get("waybill_runs_queued"), series.get("waybill_runs_running")
+    if not queued or not running:
+        return Finding("FAIL", "queue", "admission reported no waybill_runs_queued")
+    detail = f"{int(queued[0][1])} queued (waiting for a runner), {int(running[0][1])} running"
+    return Finding("ok", "queue", detail)
+
+
+def run_cluster_doctor(
+    settings: Settings, gateway_url: str, metrics_urls: dict[str, str], out: TextIO
+) -> int:
+    """`waybill doctor --cluster`: the deployment's services, from their addresses;
+    the database schemas too when this process has the database URL (in a pod)."""
+    checks: list[Callable[[], list[Finding]]] = [
+        lambda: check_config(settings),
+        lambda: check_deployment(settings, gateway_url, metrics_urls),
+    ]
+    if settings.database_url:
+        checks.insert(1, lambda: check_database(settings))
+    return _report(checks, out)

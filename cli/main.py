@@ -11,6 +11,7 @@
     waybill runs tail T R           follow a run's events to its end
     waybill threads ls              threads, most recently updated first
     waybill doctor                  check config, database, Redis and every service
+    waybill doctor --cluster        a deployment: health, versions, schemas, queue depth
 
 The API commands talk to the gateway (`--url`, default WAYBILL_URL or the
 gateway's own WAYBILL_HTTP_HOST/PORT) with WAYBILL_API_KEY when it is set.
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from waybill.cli.api import CommandFailed, Gateway
-from waybill.cli.doctor import run_doctor
+from waybill.cli.doctor import run_cluster_doctor, run_doctor
 from waybill.cli.image import add_image_commands
 from waybill.cli.tail import Progress, follow
 from waybill.common.settings import Settings
@@ -72,7 +73,19 @@ def parser() -> argparse.ArgumentParser:
     migrate.add_argument(
         "--wait", action="store_true", help="migrate nothing: wait until every schema is migrated"
     )
-    commands.add_parser("doctor", help="check config, database, Redis and every service")
+    doctor = commands.add_parser("doctor", help="check config, database, Redis and every service")
+    doctor.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a deployment: each service's health, version and schema, and the queue depth",
+    )
+    doctor.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="SERVICE=URL",
+        help="where a service's /metrics is (default: its address, metrics port)",
+    )
 
     runs = commands.add_parser("runs", help="list, show, cancel and follow runs")
     run_commands = runs.add_subparsers(dest="action", required=True, metavar="action")
@@ -240,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return migrate(["--wait"] if args.wait else [])
     settings = Settings()
     url = args.url or default_url(settings)
+    if args.command == "doctor" and args.cluster:
+        where = dict(item.split("=", 1) for item in args.metrics)
+        return run_cluster_doctor(settings, url, where, sys.stdout)
     if args.command == "doctor":
         return run_doctor(settings, url, sys.stdout)
     gateway = Gateway(url, args.api_key or settings.api_key)

@@ -17,13 +17,16 @@ Hot paths count per batch or per run, never per event or token.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import REGISTRY, Info, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from waybill.common.migrate import UPGRADES, schema_of
 
 log = logging.getLogger("waybill.metrics")
 
@@ -102,9 +105,31 @@ def register(collector: Collector) -> None:
     REGISTRY.register(collector)
 
 
+def build_version() -> str:
+    try:
+        return importlib.metadata.version("waybill")
+    except importlib.metadata.PackageNotFoundError:  # a source tree run without install
+        return "unknown"
+
+
+def register_build_info(service: str) -> None:
+    """`waybill_build_info{service, version, schema}`: what runs where, for
+    `waybill doctor --cluster` and dashboards (the schema is the revision this
+    build's service needs; the gateway has none)."""
+    global _build_info
+    schema = schema_of(service).head() if service in UPGRADES else ""
+    if _build_info is None:  # once a process (a test may build several apps in one)
+        _build_info = Info("waybill_build", "This process's Waybill build.")
+    _build_info.info({"service": service, "version": build_version(), "schema": schema})
+
+
+_build_info: Info | None = None
+
+
 def serve_metrics(service: str, host: str, port: int | None) -> None:
     """Serve `/metrics` on `host:port` from a daemon thread; no port: no server.
     A port already taken is logged, not fatal: metrics must not stop the service."""
+    register_build_info(service.lower())
     if not port:
         return
     try:

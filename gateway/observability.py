@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Response
+from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from waybill.common.logs import bind_run
+from waybill.common.metrics import register_build_info
 from waybill.common.tracing import run_span, tracing_on
 from waybill.v1 import common_pb2
 
@@ -59,6 +61,7 @@ class RunLogContext:
 
 def install(app: FastAPI) -> None:
     """`/metrics`, the log tags, and (tracing on) a server span per HTTP request."""
+    register_build_info("gateway")
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
@@ -68,4 +71,37 @@ def install(app: FastAPI) -> None:
     if tracing_on():
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-        app.add_middleware(OpenTelemetryMiddleware, excluded_urls="/ok,/metrics")
+        app.add_middleware(RouteSpanName)  # inside the server span's middleware
+        # No span per ASGI receive/send: an SSE stream would make one per event.
+        app.add_middleware(
+            OpenTelemetryMiddleware,
+            excluded_urls="/ok,/metrics",
+            exclude_spans=["receive", "send"],
+        )
+
+
+class RouteSpanName:
+    """HTTP server spans named `METHOD /route/{template}` (with `http.route`), as the
+    semantic conventions ask: a literal path (ids in it) would make every span name
+    unique. The route is known once routing has run, so the span (opened by the
+    OpenTelemetry middleware around this one) is renamed when the response starts,
+    before that middleware ends it; a path no route matched keeps its default name."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        span = trace.get_current_span()
+
+        async def named_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                template = getattr(scope.get("route"), "path", None)
+                if template and span.is_recording():
+                    span.update_name(f"{scope.get('method', 'HTTP')} {template}")
+                    span.set_attribute("http.route", str(template))
+            await send(message)
+
+        await self.app(scope, receive, named_send)

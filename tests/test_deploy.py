@@ -6,10 +6,13 @@ network, no images built, no containers started."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from concurrent import futures
 from functools import cache
 from pathlib import Path
@@ -21,6 +24,9 @@ import pytest
 import yaml
 from cryptography import x509
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from sqlalchemy.engine import make_url
+
+from waybill.common.settings import Settings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 KUSTOMIZATIONS = ["base", "overlays/dev", "overlays/production"]
@@ -44,8 +50,17 @@ def kubectl() -> str:
     return found
 
 
-@cache
 def rendered(kustomization: str) -> tuple[dict[str, Any], ...]:
+    """Waybill's objects (without the dev overlay's development Postgres)."""
+    return tuple(
+        doc
+        for doc in rendered_all(kustomization)
+        if doc["metadata"].get("labels", {}).get("app.kubernetes.io/name") != "postgres"
+    )
+
+
+@cache
+def rendered_all(kustomization: str) -> tuple[dict[str, Any], ...]:
     done = subprocess.run(
         [kubectl(), "kustomize", str(DEPLOY / "k8s" / kustomization)],
         capture_output=True,
@@ -68,7 +83,7 @@ def container(workload: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_manifests_validate_strictly(kustomization: str, version: str) -> None:
-    docs = rendered(kustomization)
+    docs = rendered_all(kustomization)
     assert of_kind(docs, "Deployment"), f"{kustomization} renders no Deployment"
     for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
@@ -99,7 +114,11 @@ def test_every_service_is_probed_bounded_non_root_and_configured(kustomization: 
         assert {"cpu", "memory"} <= set(box["resources"]["limits"])
         module = box["command"][-1]
         assert box["command"][:2] == ["python", "-m"] and importlib.util.find_spec(module)
-        assert box["envFrom"] == [{"configMapRef": {"name": config_name}}]
+        model_keys = [{"secretRef": {"name": "waybill-model-keys", "optional": True}}]
+        assert box["envFrom"] == [
+            {"configMapRef": {"name": config_name}},
+            *(model_keys if name in ("admission", "runner") else []),
+        ]
         env = {e["name"]: e for e in box.get("env", [])}
         if name == "gateway":
             assert box["readinessProbe"]["httpGet"]["path"] == "/ok"
@@ -224,7 +243,8 @@ def test_only_waybill_pods_reach_the_grpc_services(kustomization: str) -> None:
     services = policies["waybill-services"]["spec"]
     [guarded] = services["podSelector"]["matchExpressions"]
     assert set(guarded["values"]) == set(GRPC_SERVICES)
-    [rule] = services["ingress"]
+    [rule, scrape] = services["ingress"]
+    assert scrape == {"ports": [{"port": "metrics"}]}  # /metrics only, from anywhere
     assert rule["from"] == [
         {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "waybill"}}}
     ]
@@ -293,3 +313,110 @@ def test_the_certificate_script_names_every_service_and_serves_grpc(tmp_path: Pa
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         server.stop(0)
+
+
+def env_of(box: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in box.get("env", [])}
+
+
+def metrics_ports_are_set_and_reachable(
+    docs: tuple[dict[str, Any], ...], service_name: Callable[[str], str], config: dict[str, str]
+) -> None:
+    """Every gRPC service serves /metrics on 0.0.0.0 and a port that its container,
+    its Service and its pod's scrape annotations name, and that the NetworkPolicy opens."""
+    assert config["WAYBILL_METRICS_HOST"] == "0.0.0.0"
+    deployments, services = of_kind(docs, "Deployment"), of_kind(docs, "Service")
+    for name, port in GRPC_SERVICES.items():
+        deployment = deployments[service_name(name)]
+        box = container(deployment)
+        metrics = port + 20
+        assert env_of(box)[f"WAYBILL_{name.upper()}_METRICS_PORT"] == str(metrics), name
+        assert {"name": "metrics", "containerPort": metrics} in box["ports"], name
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/port"] == str(metrics), name
+        ports = {p["name"]: p for p in services[service_name(name)]["spec"]["ports"]}
+        assert ports["metrics"] == {"name": "metrics", "port": metrics, "targetPort": "metrics"}
+    opened = [
+        rule["ports"]
+        for policy in of_kind(docs, "NetworkPolicy").values()
+        for rule in policy["spec"]["ingress"]
+        if "from" not in rule
+    ]
+    assert [{"port": "metrics"}] in opened
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_grpc_service_serves_metrics_where_a_scraper_reaches_it(kustomization: str) -> None:
+    docs = rendered(kustomization)
+    [config] = [c for n, c in of_kind(docs, "ConfigMap").items() if n.startswith("waybill-config")]
+    metrics_ports_are_set_and_reachable(docs, lambda name: name, config["data"])
+
+
+def test_the_dev_overlay_comes_up_on_one_node_with_its_own_postgres() -> None:
+    """kind's provisioner makes ReadWriteOnce volumes only; the database URL names the
+    Postgres the overlay runs; delivery gets a webhook secret; the config is mounted."""
+    docs = rendered_all("overlays/dev")
+    [claim] = of_kind(docs, "PersistentVolumeClaim").values()
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    [secret] = of_kind(docs, "Secret").values()
+    keys = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert keys["webhook-secret"]
+    url = make_url(keys["database-url"])
+    postgres = of_kind(docs, "Deployment")["postgres"]
+    env = env_of(container(postgres))
+    assert (url.username, url.password, url.database) == (
+        env["POSTGRES_USER"], env["POSTGRES_PASSWORD"], env["POSTGRES_DB"],
+    )  # fmt: skip
+    service = of_kind(docs, "Service")[str(url.host)]
+    assert service["spec"]["ports"][0]["port"] == url.port
+    assert (
+        service["spec"]["selector"].items()
+        <= postgres["spec"]["template"]["metadata"]["labels"].items()
+    )
+    [config] = [c for n, c in of_kind(docs, "ConfigMap").items() if n.startswith("waybill-config")]
+    [project] = [
+        c for n, c in of_kind(docs, "ConfigMap").items() if n.startswith("waybill-project")
+    ]
+    project_is_mounted_and_loads(docs, config["data"], project, lambda name: name)
+    assert "models" in yaml.safe_load(project["data"]["waybill.yaml"])
+
+
+def project_is_mounted_and_loads(
+    docs: tuple[dict[str, Any], ...],
+    config: dict[str, str],
+    project: dict[str, Any],
+    service_name: Callable[[str], str],
+    tmp_path: Path | None = None,
+) -> Settings:
+    """WAYBILL_CONFIG (and WAYBILL_GRAPHS) name files of the project ConfigMap, which
+    every container (init containers and the Job too) mounts there; and those files,
+    written out as the kubelet does, are read by Waybill's settings."""
+    mounted = "/etc/waybill/project"
+    for setting in ("WAYBILL_CONFIG", "WAYBILL_GRAPHS"):
+        if setting in config:
+            assert config[setting].startswith(mounted + "/")
+            assert config[setting].rsplit("/", 1)[1] in project["data"], setting
+    workloads = [*of_kind(docs, "Deployment").values(), *of_kind(docs, "Job").values()]
+    for workload in workloads:
+        if workload["metadata"]["name"] == "postgres":
+            continue
+        pod = workload["spec"]["template"]["spec"]
+        [volume] = [v for v in pod["volumes"] if v["name"] == "project"]
+        assert volume["configMap"]["name"] == project["metadata"]["name"]
+        for box in [*pod["containers"], *pod.get("initContainers", [])]:
+            assert {"name": "project", "mountPath": mounted, "readOnly": True} in box[
+                "volumeMounts"
+            ], workload["metadata"]["name"]
+    folder = Path(tempfile.mkdtemp()) if tmp_path is None else tmp_path
+    for key, content in project["data"].items():
+        (folder / key).write_text(content)
+    here = {
+        k[len("WAYBILL_") :].lower(): v.replace(mounted, str(folder))
+        for k, v in config.items()
+        if k in ("WAYBILL_CONFIG", "WAYBILL_GRAPHS", "WAYBILL_BUILTIN_GRAPHS")
+    }
+    settings = Settings.model_validate(here)
+    settings.models()
+    settings.principals()
+    assert settings.graph_specs()
+    return settings

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -191,6 +192,38 @@ async def test_metrics_count_what_the_runs_did(observed: Observed, sdk: LangGrap
 
     wait_until(webhook_counted, "the webhook attempt counted")
     assert len(observed.hooks.snapshot()) == 1
+
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "waybill.json"
+# A TYPE line names a counter with its `_total` already (prometheus_client, and the
+# collectors of stats); a histogram's series add these.
+SAMPLE_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count")}
+
+
+def exported_series(stack: Stack) -> set[str]:
+    """Every series name the five processes export, from each family's TYPE line (a
+    labelled family is listed before its first sample), with the suffixes of its type."""
+    names = set()
+    for service in SERVICES:
+        for line in httpx.get(metrics_url(stack, service), timeout=10).text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, family, kind = line.split(" ", 3)
+                names |= {family + suffix for suffix in SAMPLE_SUFFIXES.get(kind, ("",))}
+                if kind == "counter" and not family.endswith("_total"):
+                    names.add(family + "_total")
+    return names
+
+
+def test_the_grafana_dashboard_queries_metrics_we_export(observed: Observed) -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert len(queries) >= 10
+    wanted = {name for query in queries for name in re.findall(r"\bwaybill_[a-z_]+", query)}
+    assert {"waybill_runs_queued", "waybill_tokens_total"} <= wanted
+    exported = exported_series(observed.stack)
+    assert wanted - exported == set(), "the dashboard queries series nobody exports"
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
 
 
 async def test_one_trace_per_run_across_services(observed: Observed, sdk: LangGraphClient) -> None:

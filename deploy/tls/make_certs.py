@@ -5,6 +5,9 @@ without cert-manager (a dev cluster, a test). Writes ca.crt, tls.crt and tls.key
     python deploy/tls/make_certs.py --namespace waybill-dev --out ./waybill-tls
     kubectl -n waybill-dev create secret generic waybill-tls --from-file=./waybill-tls
 
+For the Helm chart, whose Services are named after the release, add `--prefix
+waybill-` (the release name and a dash).
+
 The one certificate serves every service and is every caller's client certificate;
 its names are the Services' DNS names, short and qualified by the namespace. The
 CA's key is not kept: to add a process later, make a new set and roll every pod.
@@ -25,9 +28,9 @@ from cryptography.x509.oid import NameOID
 SERVICES = ("admission", "runner", "runner-pods", "journal", "delivery", "gateway")
 
 
-def dns_names(namespace: str) -> list[str]:
+def dns_names(namespace: str, prefix: str = "") -> list[str]:
     names = []
-    for service in SERVICES:
+    for service in (prefix + name for name in SERVICES):
         qualified = f"{service}.{namespace}.svc"
         names += [service, f"{service}.{namespace}", qualified, f"{qualified}.cluster.local"]
     return names
@@ -43,7 +46,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def make(namespace: str, days: int) -> dict[str, bytes]:
+def make(namespace: str, days: int, prefix: str = "") -> dict[str, bytes]:
     """{file name: PEM}: the CA's certificate, the services' certificate and key."""
     now = datetime.datetime.now(datetime.UTC)
     valid = {"not_valid_before": now - datetime.timedelta(minutes=5)}
@@ -58,7 +61,7 @@ def make(namespace: str, days: int) -> dict[str, bytes]:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names = x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names(namespace)])
+    names = x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names(namespace, prefix)])
     cert = (
         x509.CertificateBuilder(subject_name=_name("waybill"), issuer_name=ca_name, **valid)
         .public_key(key.public_key())
@@ -78,11 +81,12 @@ def make(namespace: str, days: int) -> dict[str, bytes]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", default="waybill")
+    parser.add_argument("--prefix", default="", help="the Services' name prefix (Helm: 'RELEASE-')")
     parser.add_argument("--out", type=Path, default=Path("waybill-tls"))
     parser.add_argument("--days", type=int, default=365)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for file_name, content in make(args.namespace, args.days).items():
+    for file_name, content in make(args.namespace, args.days, args.prefix).items():
         path = args.out / file_name
         path.write_bytes(content)
         path.chmod(0o600)

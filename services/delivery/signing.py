@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import logging
 import os
+from pathlib import Path
 
 from cryptography.fernet import Fernet
 
@@ -38,15 +39,26 @@ def verify(secret: bytes, timestamp: str, body: bytes, presented: str) -> bool:
 
 
 def webhook_secret(settings: Settings) -> bytes:
-    """`WAYBILL_WEBHOOK_SECRET`, else a key file in the data directory (the
-    embedded default; replicas on Postgres must be given a shared secret)."""
+    """`WAYBILL_WEBHOOK_SECRET`, else (embedded, SQLite) a key file in the data
+    directory. On Postgres nothing is written there: a scaled delivery runs on a
+    read-only root filesystem, and a file per replica would sign with a key no
+    other replica shares. Without the setting it signs with a key held in memory
+    for this process only, and says so: receivers cannot verify those webhooks."""
     if settings.webhook_secret:
         return settings.webhook_secret.encode()
     if settings.database_url:
-        log.warning("WAYBILL_WEBHOOK_SECRET is not set: webhooks are signed with a local key")
-    path = settings.data_dir / "webhook.key"
+        log.warning(
+            "WAYBILL_WEBHOOK_SECRET is not set: webhooks are signed with a key of this "
+            "process alone, which receivers cannot know; set it (the same on every replica)"
+        )
+        return Fernet.generate_key()
+    return _key_file(settings.data_dir / "webhook.key")
+
+
+def _key_file(path: Path) -> bytes:
+    """The embedded default's key: made once (0600), then read."""
     if not path.exists():
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:

@@ -26,6 +26,7 @@ from waybill.common.usage import TokenCount, summarize
 from waybill.services.runner.after_run import AfterRun
 from waybill.services.runner.after_run import wanted as wants_after_run
 from waybill.services.runner.agent.workspace import SNAPSHOT_GATES
+from waybill.services.runner.call_spans import call_spans
 from waybill.services.runner.deliverables import (
     added_messages,
     presented_paths,
@@ -366,8 +367,9 @@ class RunExecution:
 
     def _frames(self, graph: Pregel) -> AsyncIterator[list[tuple[str, bytes]]]:
         config = self.config
-        if self.run_journal is not None:
-            config = with_callbacks(config, self.run_journal)
+        handlers = [h for h in (self.run_journal, call_spans()) if h is not None]
+        if handlers:  # the journal's records; with tracing, a span per model and tool call
+            config = with_callbacks(config, *handlers)
         return graph_frames(graph, self.kwargs, config, lambda: self._start_input(graph))
 
     # ---- delivery ----------------------------------------------------------------
