@@ -24,6 +24,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from waybill.common.model_overrides import REASONING_EFFORTS
 from waybill.common.project import GraphSpec, Project, ProjectError
 from waybill.common.usage import Price
 
@@ -31,16 +32,41 @@ BUILTIN_GRAPHS = {"lead_agent": "waybill.services.runner.lead_agent:build_lead_a
 
 
 class ModelSpec(BaseModel):
-    """One entry of the `models` list in the YAML config; its name is allowlisted."""
+    """One entry of the `models` list in the YAML config; its name is allowlisted.
+
+    `provider` is `scripted` or any LangChain chat model provider (see
+    services/runner/model_providers.py); `model: "anthropic:claude-…"` sets both,
+    as langchain's `init_chat_model` reads it."""
 
     model_config = ConfigDict(extra="forbid")  # provider-specific extras go in `options`
 
     name: str
-    provider: str = "scripted"  # scripted | openai
+    provider: str = "scripted"  # scripted | openai | anthropic | … | "package.module:Class"
     model: str | None = None  # provider-side model name
     base_url: str | None = None
     api_key_env: str | None = None  # name of the env var holding the key
     options: dict[str, Any] = Field(default_factory=dict)
+    # none | minimal | low | medium | high: OpenAI's `reasoning_effort`, Anthropic's
+    # thinking budget (a run or its assistant may ask for another).
+    reasoning_effort: str | None = None
+    # Request parameters this provider refuses: never sent, whoever set them.
+    drop_params: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_prefix(cls, data: Any) -> Any:
+        """`model: "provider:model"` without a `provider`: the prefix is the provider."""
+        if isinstance(data, dict) and "provider" not in data:
+            provider, colon, model = str(data.get("model") or "").partition(":")
+            if colon and provider and model:
+                return {**data, "provider": provider, "model": model}
+        return data
+
+    @model_validator(mode="after")
+    def _known_effort(self) -> ModelSpec:
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ValueError(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}")
+        return self
 
 
 DEFAULT_MODELS = [ModelSpec(name="scripted", provider="scripted")]

@@ -17,6 +17,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
+from waybill.common.model_overrides import model_overrides
 from waybill.common.settings import get_settings
 from waybill.services.runner.agent.middleware import (
     ModelRequest,
@@ -33,6 +34,9 @@ class LeadAgentContext(TypedDict, total=False):
     """What a run may pass in `context` (admission drops any other key)."""
 
     model_name: str
+    # The model's reasoning effort and sampling parameters (common/model_overrides.py).
+    reasoning_effort: str
+    model_params: dict[str, Any]
     agent_name: str
     # Injected by admission from the authenticated caller; never the client's.
     user_id: str
@@ -75,7 +79,8 @@ async def call_model(
 
     request = apply_before(chain, request, note)
     model_name = context.get("model_name") or configurable.get("model_name")
-    model = create_chat_model(model_name).bind_tools(request.tools)
+    overrides = model_overrides(context, configurable)
+    model = create_chat_model(model_name, overrides=overrides).bind_tools(request.tools)
     response = await model.ainvoke(request.messages, config)
     return {"messages": [apply_after(chain, response, note)]}
 
