@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -101,6 +101,39 @@ class AuthSection(BaseModel):
     role_tools: dict[str, list[str]] = Field(default_factory=dict)  # role -> its only tools
 
 
+class McpServerSpec(BaseModel):
+    """One entry of the YAML `mcp_servers` (server name -> this): the connection
+    shape langchain-mcp-adapters' `MultiServerMCPClient` takes, and what Waybill
+    adds (the `*_env` secrets, tool names, idempotent tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    transport: Literal["stdio", "streamable_http"]
+    # stdio: the server's process.
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    # streamable_http: where it listens, the headers it wants, and headers whose
+    # values are read from environment variables (header -> variable name).
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    # true: its tools are named "<server>_<tool>" (two servers may share tool names).
+    tool_name_prefix: bool = False
+    # Tools that may be called again with the same arguments without harm; every
+    # other MCP tool is taken as one that must not be repeated.
+    idempotent_tools: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _connection_whole(self) -> McpServerSpec:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio MCP server needs a `command`")
+        if self.transport == "streamable_http" and not self.url:
+            raise ValueError("a streamable_http MCP server needs a `url`")
+        return self
+
+
 class ConfigFile(BaseSettings):
     """The YAML config file (`WAYBILL_CONFIG`). Read from that file alone (its
     sections are no environment variables), and strictly: see `read_config_file`."""
@@ -113,6 +146,8 @@ class ConfigFile(BaseSettings):
     prices: dict[str, PriceSpec] = Field(default_factory=dict)  # model name -> its price
     # Checked by the delivery service, which knows the platforms (channels/config.py).
     channels: list[dict[str, Any]] = Field(default_factory=list)
+    # The lead agent's MCP servers: name -> connection (services/runner/agent/mcp_tools.py).
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -361,6 +396,12 @@ class Settings(BaseSettings):
     # status) is settled by asking admission how the run ended.
     webhook_held_seconds: float = 10.0
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
+    # MCP servers (YAML `mcp_servers`): how long a connection may take to open, how
+    # long one tool call may take, and how soon a server that could not be reached
+    # is tried again (meanwhile its tools answer that it is unavailable).
+    mcp_connect_timeout_seconds: float = 10.0
+    mcp_call_timeout_seconds: float = 60.0
+    mcp_retry_seconds: float = 5.0
     history_limit: int = 200  # messages the lead agent's model sees at most
 
     # ---- IM channels (services/delivery/channels; the `channels` YAML section) ----
@@ -446,6 +487,9 @@ class Settings(BaseSettings):
     def prices(self) -> dict[str, Price]:
         """`prices`: model name -> price per million tokens (optional; gives usage a cost)."""
         return dict(self.config_file().prices)
+
+    def mcp_servers(self) -> dict[str, McpServerSpec]:
+        return dict(self.config_file().mcp_servers)
 
     def role_tools(self) -> dict[str, list[str]]:
         """`auth.role_tools`: role -> the only tools runs of that role may use."""

@@ -1,9 +1,9 @@
 """The built-in `lead_agent`: a model that may call tools, in a loop, until it answers.
 
 Everything that varies lives in `services/runner/agent/`: which tools a run may
-use and which the model is shown (tools.py), the middleware chain around each
-model call (middleware.py), the system prompt (prompt.py) and the workspace
-file tools (workspace.py). The model comes from `create_chat_model`.
+use and which the model is shown (tools.py; the MCP servers' in mcp_tools.py),
+the middleware chain around each model call (middleware.py), the system prompt
+(prompt.py) and the workspace file tools (workspace.py). The model comes from `create_chat_model`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on
 
 from waybill.common.model_overrides import model_overrides
 from waybill.common.settings import get_settings
+from waybill.services.runner.agent.mcp_tools import mcp_toolbox
 from waybill.services.runner.agent.middleware import (
     ModelRequest,
     apply_after,
     apply_before,
     default_chain,
 )
-from waybill.services.runner.agent.tools import assemble, authorized
+from waybill.services.runner.agent.tools import assemble, authorized, with_extra_tools
 from waybill.services.runner.models import create_chat_model
 from waybill.services.runner.run_journal import note_middleware
 
@@ -50,13 +51,14 @@ def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
 
-def _tool_sets(
+async def _tool_sets(
     state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
 ) -> tuple[list[Any], list[Any]]:
     settings = get_settings()
     role = (runtime.context or {}).get("role")
     for_role = settings.role_tools().get(role) if role else None
-    tools = authorized(_configurable(config), for_role)
+    catalog = with_extra_tools(await mcp_toolbox(settings).tools())
+    tools = authorized(_configurable(config), for_role, catalog)
     return assemble(tools, state["messages"], settings.deferred_tools_threshold)
 
 
@@ -70,7 +72,7 @@ async def call_model(
         **(runtime.context or {}),
         "thread_id": configurable.get("thread_id"),
     }
-    shown, _ = _tool_sets(state, config, runtime)
+    shown, _ = await _tool_sets(state, config, runtime)
     request = ModelRequest(messages=list(state["messages"]), tools=shown, context=context)
     chain = default_chain(get_settings().history_limit)
 
@@ -89,7 +91,7 @@ async def run_tools(
     state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
 ) -> dict[str, Any]:
     """Runs the requested tools; a tool the run may not use answers with an error."""
-    _, runnable = _tool_sets(state, config, runtime)
+    _, runnable = await _tool_sets(state, config, runtime)
     result: dict[str, Any] = await ToolNode(runnable).ainvoke(state, config)
     return result
 
