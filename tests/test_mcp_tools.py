@@ -26,6 +26,7 @@ from tests.helpers import says
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import eventually, free_port, stack_in_mode, wait_until
 from waybill.common.launch import Stack
+from waybill.common.settings import ConfigError, read_config_file
 
 SERVER = str(Path(__file__).parent / "mcp_tool_server.py")
 KEYS = {"alice": "alice-mcp-key", "bob": "bob-mcp-key"}
@@ -277,3 +278,17 @@ async def test_many_mcp_tools_wait_behind_tool_search(
     assert {"lookup", "remote_lookup"} <= {tool["name"] for tool in found}
     # Found once, shown from then on.
     assert await shown("and now") >= CORE | {"lookup", "remote_lookup"}
+
+
+def test_an_mcp_server_entry_is_checked_strictly(tmp_path: Path) -> None:
+    path = tmp_path / "waybill.yaml"
+    servers = {"a": {"transport": "stdio", "command": "srv", "idempotent_tool": ["x"]}}
+    path.write_text(yaml.safe_dump({"mcp_servers": servers}))
+    with pytest.raises(ConfigError, match="did you mean `idempotent_tools`"):
+        read_config_file(path)
+    path.write_text(yaml.safe_dump({"mcp_servers": {"a": {"transport": "streamable_http"}}}))
+    with pytest.raises(ConfigError, match="needs a `url`"):
+        read_config_file(path)
+    path.write_text(yaml.safe_dump({"mcp_servers": {"a": {"transport": "websocket"}}}))
+    with pytest.raises(ConfigError, match="mcp_servers.a.transport"):
+        read_config_file(path)

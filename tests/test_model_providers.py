@@ -21,6 +21,7 @@ from tests.helpers import says
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import stack_in_mode
 from waybill.common.launch import Stack
+from waybill.common.settings import ConfigError, read_config_file
 
 KEY_ENV = "WAYBILL_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-stub-key"
@@ -259,3 +260,17 @@ async def test_overrides_outside_the_rules_are_refused_before_any_run(
     assert named in refusal.value.message
     assert await client.runs.list(thread_id) == []
     assert len(gpt.requests) == seen
+
+
+# ---- the config's shape, checked at start-up ------------------------------------------
+
+
+def test_provider_model_names_the_provider_and_a_bad_effort_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "waybill.yaml"
+    path.write_text(yaml.safe_dump({"models": [{"name": "c", "model": "anthropic:claude-x"}]}))
+    [spec] = read_config_file(path).models
+    assert (spec.provider, spec.model) == ("anthropic", "claude-x")
+
+    path.write_text(yaml.safe_dump({"models": [{"name": "c", "reasoning_effort": "max"}]}))
+    with pytest.raises(ConfigError, match="models.0: Value error, reasoning_effort must be"):
+        read_config_file(path)
