@@ -39,6 +39,9 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent, Tool
 from waybill.common.settings import McpServerSpec, Settings
 
 log = logging.getLogger("waybill.runner.mcp")
+# A server that fails to connect is tried once more at once (a stdio server's
+# process may die as it starts), then only after `mcp_retry_seconds`.
+CONNECT_ATTEMPTS = 2
 
 
 class McpServerUnavailable(Exception):
@@ -97,19 +100,22 @@ class McpConnection:
                 return self._session
             if time.monotonic() < self._retry_at:
                 raise McpServerUnavailable(self._why)
-            try:
-                session = await asyncio.wait_for(
-                    self._open(), self.settings.mcp_connect_timeout_seconds
-                )
-                self.tools = self._converted(await self._listed(session))
-            except Exception as error:
-                why = "timed out" if isinstance(error, TimeoutError) else described(error)
-                self._drop(f"cannot connect: {why}", retry_later=True)
-                log.warning("MCP server %s: %s", self.name, self._why)
-                raise McpServerUnavailable(self._why) from None
-            self._session = session
-            log.info("MCP server %s: connected, %d tools", self.name, len(self.tools))
-            return session
+            for attempt in range(CONNECT_ATTEMPTS):
+                try:
+                    session = await asyncio.wait_for(
+                        self._open(), self.settings.mcp_connect_timeout_seconds
+                    )
+                    self.tools = self._converted(await self._listed(session))
+                except Exception as error:
+                    why = "timed out" if isinstance(error, TimeoutError) else described(error)
+                    last = attempt == CONNECT_ATTEMPTS - 1
+                    self._drop(f"cannot connect: {why}", retry_later=last)
+                    log.warning("MCP server %s: %s", self.name, self._why)
+                    continue
+                self._session = session
+                log.info("MCP server %s: connected, %d tools", self.name, len(self.tools))
+                return session
+            raise McpServerUnavailable(self._why)
 
     async def _open(self) -> ClientSession:
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
