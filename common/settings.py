@@ -24,6 +24,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from waybill.common.model_overrides import REASONING_EFFORTS
 from waybill.common.project import GraphSpec, Project, ProjectError
 from waybill.common.usage import Price
 
@@ -31,16 +32,41 @@ BUILTIN_GRAPHS = {"lead_agent": "waybill.services.runner.lead_agent:build_lead_a
 
 
 class ModelSpec(BaseModel):
-    """One entry of the `models` list in the YAML config; its name is allowlisted."""
+    """One entry of the `models` list in the YAML config; its name is allowlisted.
+
+    `provider` is `scripted` or any LangChain chat model provider (see
+    services/runner/model_providers.py); `model: "anthropic:claude-…"` sets both,
+    as langchain's `init_chat_model` reads it."""
 
     model_config = ConfigDict(extra="forbid")  # provider-specific extras go in `options`
 
     name: str
-    provider: str = "scripted"  # scripted | openai
+    provider: str = "scripted"  # scripted | openai | anthropic | … | "package.module:Class"
     model: str | None = None  # provider-side model name
     base_url: str | None = None
     api_key_env: str | None = None  # name of the env var holding the key
     options: dict[str, Any] = Field(default_factory=dict)
+    # none | minimal | low | medium | high: OpenAI's `reasoning_effort`, Anthropic's
+    # thinking budget (a run or its assistant may ask for another).
+    reasoning_effort: str | None = None
+    # Request parameters this provider refuses: never sent, whoever set them.
+    drop_params: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_prefix(cls, data: Any) -> Any:
+        """`model: "provider:model"` without a `provider`: the prefix is the provider."""
+        if isinstance(data, dict) and "provider" not in data:
+            provider, colon, model = str(data.get("model") or "").partition(":")
+            if colon and provider and model:
+                return {**data, "provider": provider, "model": model}
+        return data
+
+    @model_validator(mode="after")
+    def _known_effort(self) -> ModelSpec:
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ValueError(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}")
+        return self
 
 
 DEFAULT_MODELS = [ModelSpec(name="scripted", provider="scripted")]
@@ -163,6 +189,39 @@ class SubagentSpec(BaseModel):
         return self
 
 
+class McpServerSpec(BaseModel):
+    """One entry of the YAML `mcp_servers` (server name -> this): the connection
+    shape langchain-mcp-adapters' `MultiServerMCPClient` takes, and what Waybill
+    adds (the `*_env` secrets, tool names, idempotent tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    transport: Literal["stdio", "streamable_http"]
+    # stdio: the server's process.
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    # streamable_http: where it listens, the headers it wants, and headers whose
+    # values are read from environment variables (header -> variable name).
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    # true: its tools are named "<server>_<tool>" (two servers may share tool names).
+    tool_name_prefix: bool = False
+    # Tools that may be called again with the same arguments without harm; every
+    # other MCP tool is taken as one that must not be repeated.
+    idempotent_tools: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _connection_whole(self) -> McpServerSpec:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio MCP server needs a `command`")
+        if self.transport == "streamable_http" and not self.url:
+            raise ValueError("a streamable_http MCP server needs a `url`")
+        return self
+
+
 class ConfigFile(BaseSettings):
     """The YAML config file (`WAYBILL_CONFIG`). Read from that file alone (its
     sections are no environment variables), and strictly: see `read_config_file`."""
@@ -207,6 +266,9 @@ class ConfigFile(BaseSettings):
                     f"({', '.join(sorted(models))})"
                 )
         return self
+
+    # The lead agent's MCP servers: name -> connection (services/runner/agent/mcp_tools.py).
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -455,6 +517,12 @@ class Settings(BaseSettings):
     # status) is settled by asking admission how the run ended.
     webhook_held_seconds: float = 10.0
     deferred_tools_threshold: int = 12  # more authorized tools than this: use tool_search
+    # MCP servers (YAML `mcp_servers`): how long a connection may take to open, how
+    # long one tool call may take, and how soon a server that could not be reached
+    # is tried again (meanwhile its tools answer that it is unavailable).
+    mcp_connect_timeout_seconds: float = 10.0
+    mcp_call_timeout_seconds: float = 60.0
+    mcp_retry_seconds: float = 5.0
     history_limit: int = 200  # messages the lead agent's model sees at most
     # Subagents (`task` calls) of one run working at once; more wait for a turn.
     subagents_max_parallel: int = Field(default=3, gt=0)
@@ -550,6 +618,9 @@ class Settings(BaseSettings):
     def prices(self) -> dict[str, Price]:
         """`prices`: model name -> price per million tokens (optional; gives usage a cost)."""
         return dict(self.config_file().prices)
+
+    def mcp_servers(self) -> dict[str, McpServerSpec]:
+        return dict(self.config_file().mcp_servers)
 
     def role_tools(self) -> dict[str, list[str]]:
         """`auth.role_tools`: role -> the only tools runs of that role may use."""

@@ -195,23 +195,30 @@ class OpenAIStub:
 
 
 @contextmanager
-def running_openai_stub() -> Iterator[OpenAIStub]:
-    """Serve a fresh stub on a free loopback port, in a background thread."""
-    stub = OpenAIStub()
+def serving(app: FastAPI) -> Iterator[int]:
+    """Serve `app` on a free loopback port, in a background thread; yields the port."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    stub.port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(stub.app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the OpenAI stub did not start")
+            raise RuntimeError("the stub did not start")
         time.sleep(0.01)
     try:
-        yield stub
+        yield sock.getsockname()[1]
     finally:
         server.should_exit = True
         thread.join(timeout=5)
         sock.close()
+
+
+@contextmanager
+def running_openai_stub() -> Iterator[OpenAIStub]:
+    """Serve a fresh stub on a free loopback port, in a background thread."""
+    stub = OpenAIStub()
+    with serving(stub.app) as port:
+        stub.port = port
+        yield stub

@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from mcp import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import McpError
 
 from tests.keyed_stack import key_headers, keyed_stack
 from waybill.common.launch import Stack
@@ -74,24 +74,24 @@ async def test_every_assistant_is_a_tool_with_its_input_schema(
     finally:
         await client.assistants.delete(named["assistant_id"])
     # A list of LangChain messages becomes one string, the user's message.
-    assert tools["lead_agent"].input_schema["properties"] == {
+    assert tools["lead_agent"].inputSchema["properties"] == {
         "messages": {
             "type": "string",
             "title": "Messages",
             "description": "The user message to send to the agent.",
         }
     }
-    assert "$defs" not in tools["lead_agent"].input_schema
+    assert "$defs" not in tools["lead_agent"].inputSchema
     whoami = tools["whoami"]
     assert whoami.description == "Tool based on the whoami assistant"
-    assert whoami.input_schema["type"] == "object"
-    assert set(whoami.input_schema["properties"]) == {
+    assert whoami.inputSchema["type"] == "object"
+    assert set(whoami.inputSchema["properties"]) == {
         "question",
         "identity",
         "context_keys",
         "secret_digests",
     }
-    assert whoami.annotations is not None and whoami.annotations.open_world_hint is True
+    assert whoami.annotations is not None and whoami.annotations.openWorldHint is True
     # The assistant's name, made a tool name (spaces to `_`); its own description.
     desk = tools[named["name"].replace(" ", "_")]
     assert desk.title == named["name"]
@@ -101,7 +101,7 @@ async def test_every_assistant_is_a_tool_with_its_input_schema(
 async def test_calling_a_tool_runs_its_assistant(stack: Stack) -> None:
     async with mcp_session(stack.url) as session:
         result = await session.call_tool("lead_agent", {"messages": "hello over mcp"})
-    assert not result.is_error
+    assert not result.isError
     # The run's final values, as Python's repr (as the Platform answers).
     assert text_of(result).startswith("{'messages': [")
     assert "'content': 'You said: hello over mcp'" in text_of(result)
@@ -124,13 +124,13 @@ async def test_a_run_that_fails_is_a_tool_error(stack: Stack) -> None:
     async with mcp_session(stack.url) as session:
         # A message the graph cannot take: the run ends in an error.
         result = await session.call_tool("lead_agent", {"messages": 5})
-    assert result.is_error
+    assert result.isError
     assert text_of(result) == "NotImplementedError"  # the error's type, as the Platform answers
 
 
 async def test_an_unknown_tool_is_a_json_rpc_error(stack: Stack) -> None:
     async with mcp_session(stack.url) as session:
-        with pytest.raises(MCPError, match="Unknown tool: no_such_tool") as raised:
+        with pytest.raises(McpError, match="Unknown tool: no_such_tool") as raised:
             await session.call_tool("no_such_tool", {})
     assert raised.value.error.code == -32602
 

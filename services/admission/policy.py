@@ -5,7 +5,8 @@ run is created, and it applies them in this order, each with its own error:
 2. thread id shape: 422
 3. secret scan of `metadata` and `config`: 422 naming the path
 4. model allowlist (the built-in lead_agent's model only): 400 naming the
-   allowed models; the webhook target: 422
+   allowed models, or the model override that breaks common/model_overrides.py;
+   the webhook target: 422
 5. thread access and ownership: 404            (`RunIntake.check`, intake.py)
 6. identity injection and sealed secrets        (`admitted_kwargs`)
 7. the checkpoint belongs to the thread: 400/404 (`RunIntake.check`)
@@ -23,6 +24,7 @@ from typing import Any
 from waybill.common import codec
 from waybill.common.errors import forbidden, invalid, refused
 from waybill.common.identity import Principal
+from waybill.common.model_overrides import ModelOverrideError, model_overrides
 from waybill.common.sealed import seal
 from waybill.common.secret_scan import refuse_secrets
 from waybill.common.settings import Settings
@@ -76,6 +78,11 @@ def check_model_allowed(kwargs: dict[str, Any], allowed: list[str]) -> None:
         raise refused(
             f"model_name '{name}' is not configured; allowed models: {', '.join(allowed)}."
         )
+    configurable = (kwargs.get("config") or {}).get("configurable")
+    try:
+        model_overrides(kwargs.get("context"), configurable)
+    except ModelOverrideError as error:
+        raise refused(str(error)) from None
 
 
 async def check_webhook(kwargs: dict[str, Any], settings: Settings) -> None:

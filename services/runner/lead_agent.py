@@ -1,10 +1,11 @@
 """The built-in `lead_agent`: a model that may call tools, in a loop, until it answers.
 
 Everything that varies lives in `services/runner/agent/`: which tools a run may
-use and which the model is shown (tools.py), the middleware chain around each
-model call (middleware.py), the system prompt (prompt.py), the workspace
-file tools (workspace.py), the user's memory (memory.py) and a long history's
-summary (summarization.py). The model comes from `create_chat_model`.
+use and which the model is shown (tools.py; the MCP servers' in mcp_tools.py),
+the middleware chain around each model call (middleware.py), the system prompt
+(prompt.py), the workspace file tools (workspace.py), the user's memory
+(memory.py) and a long history's summary (summarization.py). The model comes from
+`create_chat_model`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on 3.11
 
+from waybill.common.model_overrides import model_overrides
 from waybill.common.settings import get_settings
+from waybill.services.runner.agent.mcp_tools import mcp_toolbox
 from waybill.services.runner.agent.memory import prompt_section, recall
 from waybill.services.runner.agent.middleware import (
     ModelRequest,
@@ -29,7 +32,7 @@ from waybill.services.runner.agent.middleware import (
 )
 from waybill.services.runner.agent.subagents import run_task
 from waybill.services.runner.agent.summarization import over_budget, summarize
-from waybill.services.runner.agent.tools import TASK, assemble, authorized
+from waybill.services.runner.agent.tools import TASK, assemble, authorized, with_extra_tools
 from waybill.services.runner.models import create_chat_model
 from waybill.services.runner.run_journal import note_middleware
 
@@ -38,6 +41,9 @@ class LeadAgentContext(TypedDict, total=False):
     """What a run may pass in `context` (admission drops any other key)."""
 
     model_name: str
+    # The model's reasoning effort and sampling parameters (common/model_overrides.py).
+    reasoning_effort: str
+    model_params: dict[str, Any]
     agent_name: str
     # Injected by admission from the authenticated caller; never the client's.
     user_id: str
@@ -57,13 +63,14 @@ def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
 
-def _tool_sets(
+async def _tool_sets(
     state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
 ) -> tuple[list[Any], list[Any]]:
     settings = get_settings()
     role = (runtime.context or {}).get("role")
     for_role = settings.role_tools().get(role) if role else None
-    tools = authorized(_configurable(config), for_role)
+    catalog = with_extra_tools(await mcp_toolbox(settings).tools())
+    tools = authorized(_configurable(config), for_role, catalog)
     return assemble(tools, state["messages"], settings.deferred_tools_threshold)
 
 
@@ -81,7 +88,7 @@ async def call_model(
     messages, update = await _summarized(state, config, model_name)
     context["summary"] = update.get("summary", state.get("summary", ""))
     context["memory"] = await _memory(runtime, context.get("user_id"))
-    shown, _ = _tool_sets(state, config, runtime)
+    shown, _ = await _tool_sets(state, config, runtime)
     request = ModelRequest(messages=messages, tools=shown, context=context)
     chain = default_chain(get_settings().history_limit)
 
@@ -89,7 +96,8 @@ async def call_model(
         note_middleware(config, name, decision)
 
     request = apply_before(chain, request, note)
-    model = create_chat_model(model_name).bind_tools(request.tools)
+    overrides = model_overrides(context, configurable)
+    model = create_chat_model(model_name, overrides=overrides).bind_tools(request.tools)
     response = await model.ainvoke(request.messages, config)
     answer = apply_after(chain, response, note)
     return {**update, "messages": [*update.get("messages", []), answer]}
@@ -133,7 +141,7 @@ async def run_tools(
     state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
 ) -> dict[str, Any]:
     """Runs the requested tools; a tool the run may not use answers with an error."""
-    _, runnable = _tool_sets(state, config, runtime)
+    _, runnable = await _tool_sets(state, config, runtime)
     result: dict[str, Any] = await ToolNode(runnable).ainvoke(_without_tasks(state), config)
     return result
 
@@ -152,7 +160,7 @@ async def run_subagent(
 ) -> dict[str, Any]:
     """One `task` call (sent here one by one, so that they run side by side)."""
     state: MessagesState = {"messages": []}
-    _, runnable = _tool_sets(state, config, runtime)
+    _, runnable = await _tool_sets(state, config, runtime)
     model_name = (runtime.context or {}).get("model_name") or _configurable(config).get(
         "model_name"
     )

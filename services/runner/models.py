@@ -1,14 +1,14 @@
 """`create_chat_model(name)` is the only way a model is built.
 
-The configured names (YAML `models`) are the allowlist. Two providers:
-`scripted` (deterministic, streams tokens, no network; the default) and
-`openai` (langchain-openai against any OpenAI-compatible `base_url`).
+The configured names (YAML `models`) are the allowlist. `scripted` (deterministic,
+streams tokens, no network; the default) is built here; every other provider
+(`openai` against any OpenAI-compatible `base_url`, `anthropic`, any LangChain
+chat model) in model_providers.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -28,7 +28,9 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from waybill.common.model_overrides import ModelOverrides
 from waybill.common.settings import ModelSpec, Settings, get_settings
+from waybill.services.runner.model_providers import ProviderError, build_provider_model
 from waybill.services.runner.stats import STATS
 
 
@@ -199,31 +201,29 @@ def _words(text: str) -> list[str]:
     return [word + " " for word in words[:-1]] + [words[-1]]
 
 
-def _build(spec: ModelSpec) -> BaseChatModel:
+def _build(spec: ModelSpec, overrides: ModelOverrides) -> BaseChatModel:
     STATS.models_built += 1
     if spec.provider == "scripted":
         return ScriptedChatModel(model_name=spec.name, **spec.options)
-    if spec.provider == "openai":
-        from langchain_openai import ChatOpenAI
-
-        api_key = os.environ.get(spec.api_key_env or "OPENAI_API_KEY", "not-needed")
-        return ChatOpenAI(
-            model=spec.model or spec.name,
-            base_url=spec.base_url,
-            api_key=api_key,  # type: ignore[arg-type]
-            streaming=True,
-            stream_usage=True,
-            **spec.options,
-        )
-    raise UnknownModelError(f"model '{spec.name}': unknown provider '{spec.provider}'")
+    effort = overrides.reasoning_effort or spec.reasoning_effort
+    try:
+        return build_provider_model(spec, effort, overrides.params)
+    except ProviderError as error:
+        raise UnknownModelError(f"model '{spec.name}': {error}") from None
 
 
-def create_chat_model(name: str | None = None, settings: Settings | None = None) -> BaseChatModel:
+def create_chat_model(
+    name: str | None = None,
+    settings: Settings | None = None,
+    overrides: ModelOverrides | None = None,
+) -> BaseChatModel:
+    """The configured model `name` (else the default), with a run's `overrides`
+    (reasoning effort, sampling parameters: see common/model_overrides.py)."""
     settings = settings or get_settings()
     wanted = name or settings.default_model()
     for spec in settings.models():
         if spec.name == wanted:
-            model = _build(spec)
+            model = _build(spec, overrides or ModelOverrides())
             # The run journal counts tokens under the configured name (see run_journal.py).
             model.metadata = {**(model.metadata or {}), "waybill_model": spec.name}
             return model

@@ -23,6 +23,7 @@ from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
 from waybill.services.runner.agent import memory
+from waybill.services.runner.agent.mcp_tools import close_mcp_toolbox
 from waybill.services.runner.agent.workspace import remove_workspace
 from waybill.services.runner.graph_context import AuthUser, principal_user, with_caller
 from waybill.services.runner.graphs import (
@@ -397,6 +398,7 @@ async def main() -> None:
         async def stop() -> None:
             await worker.stop(settings.shutdown_grace_seconds)
             work.cancel()
+            await close_mcp_toolbox()  # the MCP servers' connections (stdio: their processes)
             await long_term.stop_ttl_sweeper(settings.shutdown_grace_seconds)
 
         await serve(

@@ -1,6 +1,7 @@
 """Tools pass three gates: available -> authorized -> assembled.
 
-- available: every tool the runner knows (`CATALOG`);
+- available: every tool the runner knows (`CATALOG`, and the tools of the
+  configured MCP servers: mcp_tools.py);
 - authorized: those the run's assistant config allows (`configurable.allowed_tools`),
   minus those it denies (`configurable.denied_tools`), and, when the config's
   `auth.role_tools` lists the role of the run's principal, only those;
@@ -99,22 +100,34 @@ def available() -> dict[str, BaseTool]:
     return tools
 
 
+def with_extra_tools(extra: Iterable[BaseTool]) -> dict[str, BaseTool]:
+    """The available tools and tools from elsewhere (MCP servers); a name already
+    taken stays the first tool's."""
+    catalog = available()
+    for found in extra:
+        catalog.setdefault(found.name, found)
+    return catalog
+
+
 def authorized(
-    configurable: dict[str, Any], for_role: Iterable[str] | None = None
+    configurable: dict[str, Any],
+    for_role: Iterable[str] | None = None,
+    catalog: dict[str, BaseTool] | None = None,
 ) -> list[BaseTool]:
-    """`for_role`: the tools the principal's role may use; None means no limit."""
+    """`for_role`: the tools the principal's role may use; None means no limit.
+    `catalog`: the available tools (default: `available()`)."""
+    catalog = available() if catalog is None else catalog
     allowed = configurable.get("allowed_tools")
     denied = set(configurable.get("denied_tools") or ())
     role_allows = None if for_role is None else set(for_role)
-    tools = available()
     names = [
         n
-        for n in tools
+        for n in catalog
         if (allowed is None or n in allowed)
         and n not in denied
         and (role_allows is None or n in role_allows)
     ]
-    return [tools[n] for n in names]
+    return [catalog[n] for n in names]
 
 
 def make_tool_search(deferred: Sequence[BaseTool]) -> BaseTool:
