@@ -181,7 +181,10 @@ def route_after_model(state: MessagesState) -> str | list[str | Send]:
 
 
 def build_lead_agent() -> Any:
-    builder = StateGraph(LeadAgentState, context_schema=LeadAgentContext)
+    # The summary is the agent's own bookkeeping: its input is messages alone.
+    builder = StateGraph(
+        LeadAgentState, context_schema=LeadAgentContext, input_schema=MessagesState
+    )
     builder.add_node("agent", call_model)  # type: ignore[arg-type,call-overload]
     builder.add_node("tools", run_tools)  # type: ignore[arg-type,call-overload]
     builder.add_node("task", run_subagent)  # type: ignore[arg-type,call-overload]
