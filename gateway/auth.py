@@ -149,6 +149,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/channels/telegram/{channel}/webhook"): PLATFORM_SIGNED,
     ("POST", "/channels/slack/{channel}/events"): PLATFORM_SIGNED,
     ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,
+    ("GET", "/channels"): AUTHENTICATED,  # the bindings (a user sees their own)
 }
 
 # Waybill's own routes on a thread (no LangGraph Platform equivalent): with the
