@@ -53,9 +53,9 @@ export function ChatPage({ threadId: routeThread }) {
         } else if (event === "messages" && Array.isArray(data)) {
           const [chunk] = data;
           if (!chunk || !/ai/i.test(chunk.type || "")) continue;
-          added += 1;
           const at = list.findIndex((m) => m.id === chunk.id);
           const piece = textOf(chunk.content);
+          if (piece) added += 1; // the last chunk carries usage, no text
           if (at < 0) list = [...list, { id: chunk.id, type: "ai", content: piece, streaming: true }];
           else {
             list = list.slice();
@@ -95,6 +95,7 @@ export function ChatPage({ threadId: routeThread }) {
   };
   const send = (event) => {
     event.preventDefault();
+    if (busy) return;
     const said = text;
     let input;
     try {
@@ -116,7 +117,8 @@ export function ChatPage({ threadId: routeThread }) {
     setRun(null);
     window.history.replaceState(null, "", "#/chat");
   };
-  const busy = run?.state === "running";
+  // Until the assistant's schemas are in, it is not known what its input is.
+  const busy = run?.state === "running" || schemas.loading;
   return html`<section>
     <div class="spread">
       <h1>Chat</h1>

@@ -34,6 +34,8 @@ export function RunPage({ threadId, runId }) {
     return () => follow.stop();
   }, [threadId, runId]);
 
+  // Receipts and the rest are written as the run ends: asked for only then.
+  const finished = run.data && TERMINAL.has(run.data.status) ? 1 : 0;
   return html`<section>
     <div class="spread">
       <h1>Run <span class="mono">${runId}</span></h1>
@@ -57,10 +59,10 @@ export function RunPage({ threadId, runId }) {
     <${Timeline} threadId=${threadId} runId=${runId} ended=${ended} />
     <div class="grid">
       <${Loading} state=${run}>${(r) => html`<${UsagePanel} usage=${r.usage} />`}<//>
-      <${Receipt} threadId=${threadId} runId=${runId} ended=${ended} />
-      <${Changes} threadId=${threadId} runId=${runId} ended=${ended} />
-      <${Outputs} threadId=${threadId} ended=${ended} />
-      <${Deliveries} threadId=${threadId} runId=${runId} ended=${ended} />
+      <${Receipt} threadId=${threadId} runId=${runId} ended=${finished && ended} />
+      <${Changes} threadId=${threadId} runId=${runId} ended=${finished && ended} />
+      <${Outputs} threadId=${threadId} ended=${finished && ended} />
+      <${Deliveries} threadId=${threadId} runId=${runId} ended=${finished && ended} />
     </div>
   </section>`;
 }
@@ -170,17 +172,22 @@ function UsagePanel({ usage }) {
 
 function Optional({ title, path, ended, children, testid }) {
   const state = useLoad(
-    () => get(path).catch((e) => (e.status === 404 ? { missing: true } : Promise.reject(e))),
+    () => (ended ? get(path).catch((e) => (e.status === 404 ? { missing: true } : Promise.reject(e))) : { waiting: true }),
     [path, ended],
   );
+  const shown = (data) => {
+    if (data?.waiting) return html`<p class="muted">When the run has ended.</p>`;
+    if (data?.missing) return html`<p class="muted">None.</p>`;
+    return children(data);
+  };
   return html`<div class="card" data-testid=${testid}><h2>${title}</h2>
-    <${Loading} state=${state}>${(data) => (data?.missing ? html`<p class="muted">None yet.</p>` : children(data))}<//>
+    <${Loading} state=${state}>${shown}<//>
   </div>`;
 }
 
 function Receipt({ threadId, runId, ended }) {
   return html`<${Optional} title="Receipt" testid="receipt" path=${`/threads/${threadId}/runs/${runId}/receipt`} ended=${ended}>${(receipt) => html`
-    <p>verdict <${Status} value=${receipt.verdict} /> ${receipt.reason ? html`<span class="muted">${receipt.reason}</span>` : null}</p>
+    <p>verdict <${Status} value=${receipt.verdict} /> ${receipt.verdict_reason ? html`<span class="muted">${receipt.verdict_reason}</span>` : null}</p>
     <details><summary>the whole receipt</summary><${Json} value=${receipt} /></details>`}<//>`;
 }
 
