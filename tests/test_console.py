@@ -177,6 +177,7 @@ def test_chat_streams_the_models_tokens(console: ConsolePage, api: httpx.Client)
       }"""
     )
     page.fill("textarea[name=message]", "/tokens 2000")
+    expect(page.locator("form.chat-input button[type=submit]")).to_be_enabled()
     page.keyboard.press("Enter")
     expect(page.locator("[data-testid=streamed-tokens]")).to_have_text("2000", timeout=60_000)
     expect(page.locator("[data-testid=messages]")).to_contain_text("t1999")

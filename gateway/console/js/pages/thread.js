@@ -64,13 +64,13 @@ function HistoryTab({ threadId, assistantId }) {
       <${Loading} state=${history}>${(rows) => html`<table data-testid="history">
         <thead><tr><th>step</th><th>checkpoint</th><th>source</th><th>next</th><th>created</th></tr></thead>
         <tbody>${rows.map((c) => html`<tr key=${c.checkpoint.checkpoint_id} class=${picked === c ? "pick on" : "pick"} onClick=${() => setPicked(c)}>
-          <td>${c.metadata?.step}</td><td class="mono">${short(c.checkpoint.checkpoint_id)}</td>
+          <td>${c.metadata?.step}</td><td class="mono" title=${c.checkpoint.checkpoint_id}>…${c.checkpoint.checkpoint_id.slice(-8)}</td>
           <td>${c.metadata?.source}</td><td>${(c.next || []).join(", ")}</td><td>${ago(c.created_at)}</td>
         </tr>`)}</tbody></table>`}<//>
     </div>
     <div class="card">
       ${picked
-        ? html`<h3>At checkpoint <span class="mono">${short(picked.checkpoint.checkpoint_id)}</span> (step ${picked.metadata?.step})</h3>
+        ? html`<h3>At checkpoint <span class="mono">…${picked.checkpoint.checkpoint_id.slice(-8)}</span> (step ${picked.metadata?.step})</h3>
           <${Json} value=${picked.values} />
           <h3>Fork a run from here</h3>
           <label>Assistant <input name="fork-assistant" value=${forkAssistant || assistantId} onInput=${(e) => setForkAssistant(e.target.value)} /></label>
