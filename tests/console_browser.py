@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +73,5 @@ class ConsolePage:
         return path
 
     def close(self) -> None:
-        try:
+        with suppress(Error):
             self.page.close()
-        except Error:
-            pass

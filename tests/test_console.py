@@ -17,14 +17,15 @@ from playwright.sync_api import Browser, expect
 
 from tests.console_browser import ConsolePage, chromium
 from tests.helpers import says, slow
-from tests.stacks import free_port, stack_in_mode, wait_until
+from tests.stacks import free_port, stack_in_mode, start_second_gateway, wait_until
+from waybill.common.launch import Stack
 
 # A stack and a browser start in the first test of the file (slow on a loaded machine).
 pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp("console")
     config = {
         "prices": {"scripted": {"input_per_million": 1.0, "output_per_million": 2.0}},
@@ -42,7 +43,12 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     config_file.write_text(yaml.safe_dump(config))
     extra = {"WAYBILL_CONFIG": str(config_file), "CONSOLE_HOOK_SECRET": "console-hook-secret"}
     with stack_in_mode("sqlite", data_dir, **extra) as stack:
-        yield stack.url
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def base_url(stack: Stack) -> str:
+    return stack.url
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +146,21 @@ def test_threads_thread_and_run_pages(console: ConsolePage, api: httpx.Client) -
     expect(page.locator("[data-testid=usage]")).to_contain_text(str(usage["cost"]))
     expect(page.locator("[data-testid=changes]")).to_contain_text("No file changed.")
     expect(page.locator("[data-testid=deliveries]")).to_contain_text("No webhook")
-    events = api.get(
-        f"/threads/{thread_id}/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"}
-    ).text.count("\nevent: ") + 1
+    events = (
+        api.get(
+            f"/threads/{thread_id}/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"}
+        ).text.count("\nevent: ")
+        + 1
+    )
     expect(page.locator("[data-testid=event-count]")).to_have_text(str(events))
     page.click("[data-testid=join]")
     expect(page.get_by_text("Joined: the run's result")).to_be_visible()
     console.shot("run")
+    page.click("[data-testid=rerun]")
+    expect(page).not_to_have_url(f"{console.base_url}/console/#/threads/{thread_id}/runs/{run_id}")
+    expect(page.locator("[data-testid=run-status]")).to_have_text("success")
+    runs = api.get(f"/threads/{thread_id}/runs").json()
+    assert len(runs) == 2 and runs[0]["kwargs"]["input"] == runs[1]["kwargs"]["input"]
 
 
 def test_fork_a_run_from_a_checkpoint(console: ConsolePage, api: httpx.Client) -> None:
@@ -226,9 +240,7 @@ def test_a_dropped_stream_resumes_without_duplicates(
     expect(page.locator("[data-testid=event-count]")).to_have_text(str(len(ids)))
 
 
-def test_an_interrupt_is_answered_through_the_form(
-    console: ConsolePage, api: httpx.Client
-) -> None:
+def test_an_interrupt_is_answered_through_the_form(console: ConsolePage, api: httpx.Client) -> None:
     page = console.goto("/chat")
     page.select_option("select[name=assistant]", "approval")
     page.fill("textarea[name=message]", '{"action": "deploy"}')
@@ -272,9 +284,7 @@ def test_a_thousand_messages_render_only_what_is_in_view(
     console.shot("thread-1000-messages")
 
 
-def test_assistants_create_edit_versions_and_graph(
-    console: ConsolePage, api: httpx.Client
-) -> None:
+def test_assistants_create_edit_versions_and_graph(console: ConsolePage, api: httpx.Client) -> None:
     page = console.goto("/assistants")
     page.click("[data-testid=new-assistant]")
     form = page.locator("[data-testid=create-assistant]")
@@ -327,3 +337,21 @@ def test_the_key_is_not_asked_for_with_auth_off(console: ConsolePage) -> None:
     page = console.goto("/threads")
     expect(page.locator("h1")).to_have_text("Threads")
     assert page.evaluate("Object.keys(sessionStorage)") == []
+
+
+def test_a_run_started_on_one_gateway_is_followed_through_another(
+    browser: Browser, stack: Stack, api: httpx.Client
+) -> None:
+    other = start_second_gateway(stack)
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    run = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(1)}
+    ).json()
+    console = ConsolePage.open(browser, other)
+    try:
+        page = console.goto(f"/threads/{thread_id}/runs/{run['run_id']}")
+        expect(page.locator("[data-testid=run-status]")).to_have_text("success", timeout=30_000)
+        expect(page.locator("[data-testid=receipt]")).to_contain_text("nothing_to_deliver")
+        assert console.errors == []
+    finally:
+        console.close()

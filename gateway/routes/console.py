@@ -9,6 +9,8 @@ origin only, no inline script, no eval).
 
 from __future__ import annotations
 
+import os
+from os import PathLike
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -48,8 +50,14 @@ SECURITY_HEADERS = {
 class ConsoleFiles(StaticFiles):
     """StaticFiles (safe paths, ETag, HEAD) with our content types and headers."""
 
-    def file_response(self, full_path: str | Path, *args: object, **kwargs: object) -> Response:
-        response = super().file_response(full_path, *args, **kwargs)  # type: ignore[arg-type]
+    def file_response(
+        self,
+        full_path: str | PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
         media_type = CONTENT_TYPES.get(Path(full_path).suffix)
         if media_type:
             response.headers["content-type"] = media_type

@@ -7,6 +7,18 @@ import { TERMINAL, api, download, get, post } from "../api.js";
 import { followRun } from "../sse.js";
 import { ErrorBox, Json, Loading, Status, VirtualList, short, useFrameBatcher, useLoad, when } from "../ui.js";
 
+// What the server puts into a run's configurable (a client's values are replaced):
+// a rerun sends the run's own config without them.
+const SERVER_SET = /^(langgraph_auth_|user_id$|run_id$|thread_id$|assistant_id$|graph_id$)/;
+
+function clientConfig(config) {
+  if (!config) return undefined;
+  const configurable = Object.fromEntries(
+    Object.entries(config.configurable || {}).filter(([key]) => !SERVER_SET.test(key)),
+  );
+  return { ...config, configurable };
+}
+
 const CALL_RECORDS = ["llm_start", "llm_end", "llm_error", "tool_start", "tool_end", "tool_error"];
 
 export function RunPage({ threadId, runId }) {
@@ -95,7 +107,7 @@ function RunHeader({ run, threadId, onChanged }) {
       assistant_id: run.assistant_id,
       input: kwargs.input ?? null,
       command: kwargs.command ?? undefined,
-      config: kwargs.config ?? undefined,
+      config: clientConfig(kwargs.config),
       context: kwargs.context ?? undefined,
       metadata: run.metadata ?? undefined,
       stream_mode: kwargs.stream_mode ?? ["values", "messages-tuple", "updates"],
