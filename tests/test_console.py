@@ -16,8 +16,9 @@ import yaml
 from playwright.sync_api import Browser, expect
 
 from tests.console_browser import ConsolePage, chromium
-from tests.helpers import says, slow
-from tests.stacks import free_port, stack_in_mode, start_second_gateway, wait_until
+from tests.helpers import present, says, slow, tools, write
+from tests.stacks import WEBHOOK_ENV, free_port, stack_in_mode, start_second_gateway, wait_until
+from tests.webhook_receiver import WebhookReceiver
 from waybill.common.launch import Stack
 
 # A stack and a browser start in the first test of the file (slow on a loaded machine).
@@ -41,7 +42,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     }
     config_file = data_dir / "waybill.yaml"
     config_file.write_text(yaml.safe_dump(config))
-    extra = {"WAYBILL_CONFIG": str(config_file), "CONSOLE_HOOK_SECRET": "console-hook-secret"}
+    extra = {
+        "WAYBILL_CONFIG": str(config_file),
+        "CONSOLE_HOOK_SECRET": "console-hook-secret",
+        **WEBHOOK_ENV,  # webhooks to a local receiver
+    }
     with stack_in_mode("sqlite", data_dir, **extra) as stack:
         yield stack
 
@@ -355,3 +360,32 @@ def test_a_run_started_on_one_gateway_is_followed_through_another(
         assert console.errors == []
     finally:
         console.close()
+
+
+def test_outputs_changes_and_webhook_deliveries(console: ConsolePage, api: httpx.Client) -> None:
+    receiver = WebhookReceiver(free_port()).start()
+    try:
+        thread_id = api.post("/threads", json={}).json()["thread_id"]
+        run_id = finished_run(
+            api,
+            thread_id,
+            input=tools(write("report.md", "# the report"), present("report.md")),
+            webhook=receiver.url,
+        )
+        wait_until(lambda: len(receiver.received) == 1, "the webhook is delivered")
+        page = console.goto(f"/threads/{thread_id}/runs/{run_id}")
+        expect(page.locator("[data-testid=receipt]")).to_contain_text("delivered")
+        expect(page.locator("[data-testid=changes] [data-change=created]")).to_contain_text(
+            "report.md"
+        )
+        deliveries = page.locator("[data-testid=deliveries]")
+        expect(deliveries).to_contain_text(receiver.url)
+        expect(deliveries).to_contain_text("200")
+        with page.expect_download() as downloading:
+            page.locator("[data-testid=outputs] button", has_text="report.md").click()
+        saved = downloading.value.path()
+        assert downloading.value.suggested_filename == "report.md"
+        assert Path(saved).read_text() == "# the report"
+        console.shot("run-delivered")
+    finally:
+        receiver.stop()

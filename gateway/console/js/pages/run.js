@@ -19,6 +19,7 @@ function clientConfig(config) {
   return { ...config, configurable };
 }
 
+const TIMELINE_REFRESH_MS = 2000;
 const CALL_RECORDS = ["llm_start", "llm_end", "llm_error", "tool_start", "tool_end", "tool_error"];
 
 export function RunPage({ threadId, runId }) {
@@ -27,6 +28,12 @@ export function RunPage({ threadId, runId }) {
   const [link, setLink] = useState({ state: "connecting", reconnects: 0 });
   const [ended, setEnded] = useState(0); // bumps the journal-backed panels
   const follower = useRef(null);
+  const [tick, setTick] = useState(0); // the timeline, re-read while the run goes
+  useEffect(() => {
+    if (link.state !== "live") return undefined;
+    const timer = setInterval(() => setTick((n) => n + 1), TIMELINE_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, [link.state]);
   const push = useFrameBatcher((batch) => setEvents((list) => list.concat(batch)));
 
   useEffect(() => {
@@ -68,7 +75,7 @@ export function RunPage({ threadId, runId }) {
         <span class="seq">${e.seq}</span><span class="name">${e.event}</span><span class="data">${JSON.stringify(e.data)}</span>
       </div>`} />
     </div>
-    <${Timeline} threadId=${threadId} runId=${runId} ended=${ended} />
+    <${Timeline} threadId=${threadId} runId=${runId} ended=${`${ended}.${tick}`} />
     <div class="grid">
       <${Loading} state=${run}>${(r) => html`<${UsagePanel} usage=${r.usage} />`}<//>
       <${Receipt} threadId=${threadId} runId=${runId} ended=${finished && ended} />
@@ -207,7 +214,7 @@ function Changes({ threadId, runId, ended }) {
   return html`<${Optional} title="Workspace changes" testid="changes" path=${`/threads/${threadId}/runs/${runId}/workspace-changes`} ended=${ended}>${(changes) => {
     const rows = ["created", "modified", "deleted"].flatMap((kind) => (changes[kind] || []).map((file) => [kind, file]));
     return rows.length
-      ? html`<table><tbody>${rows.map(([kind, file]) => html`<tr><td>${kind}</td><td class="mono">${file.path ?? file}</td><td>${file.size ?? ""}</td></tr>`)}</tbody></table>`
+      ? html`<table><tbody>${rows.map(([kind, file]) => html`<tr data-change=${kind}><td>${kind}</td><td class="mono">${file.path ?? file}</td><td>${file.size ?? ""}</td></tr>`)}</tbody></table>`
       : html`<p class="muted">No file changed.</p>`;
   }}<//>`;
 }
@@ -218,7 +225,7 @@ function Outputs({ threadId, ended }) {
     return files.length
       ? html`<ul>${files.map((file) => {
           const path = file.path ?? file;
-          return html`<li><button class="link" onClick=${() => download(`/threads/${threadId}/outputs/${path}`, path.split("/").pop())}>${path}</button> <span class="muted">${file.size ?? ""}</span></li>`;
+          return html`<li><button class="link" onClick=${() => download(`/threads/${threadId}/outputs/${path.split("/").map(encodeURIComponent).join("/")}`, path.split("/").pop())}>${path}</button> <span class="muted">${file.size ?? ""}</span></li>`;
         })}</ul>`
       : html`<p class="muted">Nothing delivered.</p>`;
   }}<//>`;
@@ -228,9 +235,9 @@ function Deliveries({ threadId, runId, ended }) {
   return html`<${Optional} title="Webhook deliveries" testid="deliveries" path=${`/threads/${threadId}/runs/${runId}/deliveries`} ended=${ended}>${(data) => {
     const rows = Array.isArray(data) ? data : data.deliveries || [];
     return rows.length
-      ? html`${rows.map((d) => html`<div class="card"><div class="spread"><span class="mono">${d.url}</span><${Status} value=${d.status} /></div>
+      ? html`${rows.map((d) => html`<div class="card"><div class="spread"><span class="mono">${d.url}</span><${Status} value=${d.state} /></div>
           <table><thead><tr><th>attempt</th><th>when</th><th>status</th><th>error</th></tr></thead><tbody>
-          ${(d.attempts || []).map((a) => html`<tr><td>${a.attempt}</td><td>${when(a.attempted_at || a.created_at)}</td><td>${a.status_code ?? a.http_status ?? ""}</td><td>${a.error ?? ""}</td></tr>`)}
+          ${(d.attempts || []).map((a) => html`<tr><td>${a.attempt}</td><td>${when(a.sent_at)}</td><td>${a.status_code ?? ""}</td><td>${a.error ?? ""}</td></tr>`)}
           </tbody></table></div>`)}`
       : html`<p class="muted">No webhook for this run.</p>`;
   }}<//>`;
