@@ -223,6 +223,20 @@ def test_cancel_a_running_run_from_its_page(console: ConsolePage, api: httpx.Cli
     assert run_status(api, thread_id, run["run_id"]) == "interrupted"
     console.shot("run-cancelled")
 
+    again = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(30)}
+    ).json()
+    page = console.goto(f"/threads/{thread_id}/runs/{again['run_id']}")
+    wait_until(lambda: run_status(api, thread_id, again["run_id"]) == "running", "it starts")
+    page.reload()
+    expect(page.locator("[data-testid=run-status]")).to_have_text("running")
+    page.click("[data-testid=rollback]")  # the run and what it wrote are gone
+    expect(page).to_have_url(f"{console.base_url}/console/#/threads/{thread_id}")
+    wait_until(
+        lambda: api.get(f"/threads/{thread_id}/runs/{again['run_id']}").status_code == 404,
+        "the rolled-back run is deleted",
+    )
+
 
 def test_a_dropped_stream_resumes_without_duplicates(
     console: ConsolePage, api: httpx.Client

@@ -72,7 +72,10 @@ function App() {
   }, []);
 
   const match = ROUTES.map(([pattern, page]) => [path.match(pattern), page]).find(([m]) => m);
-  const page = match ? match[1](match[0]) : html`<p>Nothing at ${path}. <a href="#/threads">Threads</a></p>`;
+  // Keyed by the path: another run or thread is a fresh page, none of the last one's state.
+  const page = match
+    ? html`<div key=${path}>${match[1](match[0])}</div>`
+    : html`<p>Nothing at ${path}. <a href="#/threads">Threads</a></p>`;
   const signOut = () => {
     credentials.clear();
     setSignIn("Signed out.");

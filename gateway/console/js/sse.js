@@ -103,6 +103,7 @@ export function followRun(threadId, runId, { onEvent, onStatus } = {}) {
     while (!stopped) {
       try {
         await connectOnce();
+        if (stopped) break;
         failures = 0;
         // A stream ends with its run, or when its gateway stops: ask which.
         const run = await ended();

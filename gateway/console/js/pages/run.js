@@ -54,13 +54,20 @@ export function RunPage({ threadId, runId }) {
   }, [threadId, runId]);
 
   // Receipts and the rest are written as the run ends: asked for only then.
-  const finished = run.data && TERMINAL.has(run.data.status) ? 1 : 0;
+  const [rolledBack, setRolledBack] = useState(false); // nothing of it is left to read
+  // The stream ends after the receipt is written (a cancelled run may read
+  // `interrupted` a moment before): the follower's end, not the status, says when.
+  const finished = link.state === "ended" && !rolledBack ? 1 : 0;
+  const rollingBack = () => {
+    setRolledBack(true);
+    follower.current?.stop();
+  };
   return html`<section>
     <div class="spread">
       <h1>Run <span class="mono">${runId}</span></h1>
       <a href=${`#/threads/${threadId}`}>thread ${short(threadId)}</a>
     </div>
-    <${Loading} state=${run}>${(r) => html`<${RunHeader} run=${r} threadId=${threadId} onChanged=${run.reload} />`}<//>
+    <${Loading} state=${run}>${(r) => html`<${RunHeader} run=${r} threadId=${threadId} onChanged=${run.reload} onRollback=${rollingBack} />`}<//>
     <div class="card">
       <div class="spread">
         <h2>Events <span class="muted" data-testid="event-count">${events.length}</span></h2>
@@ -86,7 +93,7 @@ export function RunPage({ threadId, runId }) {
   </section>`;
 }
 
-function RunHeader({ run, threadId, onChanged }) {
+function RunHeader({ run, threadId, onChanged, onRollback }) {
   const [error, setError] = useState(null);
   const [joined, setJoined] = useState(null);
   const [busy, setBusy] = useState("");
@@ -104,6 +111,7 @@ function RunHeader({ run, threadId, onChanged }) {
   };
   const cancel = (action) =>
     act(action, async () => {
+      if (action === "rollback") onRollback();
       await api("POST", `/threads/${threadId}/runs/${run.run_id}/cancel`, { query: { action, wait: false } });
       if (action === "rollback") window.location.hash = `#/threads/${threadId}`;
       else onChanged();
