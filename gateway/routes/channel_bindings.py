@@ -18,19 +18,21 @@ from waybill.gateway.schemas import error_responses
 router = APIRouter(tags=["channels"], responses=error_responses())
 
 SHOWN_FIELDS = ("name", "platform", "owner", "assistant_id", "threads", "busy", "mode")
+# Where a platform posts its events (a polling channel has no such path).
 INBOUND_PATHS = {
     "telegram": "/channels/telegram/{name}/webhook",
-    "slack": "/channels/slack/{name}/events",
     "webhook": "/channels/webhook/{name}",
 }
+EVENTS_PATH = "/channels/{platform}/{name}/events"  # every other platform
 
 
 def binding(entry: dict[str, Any]) -> dict[str, Any]:
     shown = {field: entry[field] for field in SHOWN_FIELDS if field in entry}
     shown.setdefault("owner", LOCAL_USER.user_id)
-    path = INBOUND_PATHS.get(str(entry.get("platform")))
-    if path and not (entry.get("platform") == "telegram" and entry.get("mode") == "polling"):
-        shown["inbound_path"] = path.format(name=entry.get("name", ""))
+    platform = str(entry.get("platform", ""))
+    if entry.get("mode") != "polling":
+        path = INBOUND_PATHS.get(platform, EVENTS_PATH)
+        shown["inbound_path"] = path.format(platform=platform, name=entry.get("name", ""))
     return shown
 
 

@@ -135,7 +135,7 @@ function Channels() {
     rows.length
       ? html`<table data-testid="channels"><thead><tr><th>channel</th><th>platform</th><th>owner</th><th>assistant</th><th>threads</th><th>busy</th><th>inbound</th></tr></thead><tbody>
         ${rows.map((c) => html`<tr key=${c.name}><td>${c.name}</td><td>${c.platform}${c.mode ? ` (${c.mode})` : ""}</td><td>${c.owner}</td>
-          <td>${c.assistant_id ?? "lead_agent"}</td><td>${c.threads ?? "chat"}</td><td>${c.busy ?? "reject"}</td><td class="mono">${c.inbound_path ?? "polling"}</td></tr>`)}
+          <td>${c.assistant_id ?? "lead_agent"}</td><td>${c.threads ?? "chat"}</td><td>${c.busy ?? "reject"}</td><td class="mono">${c.inbound_path ?? (c.mode === "polling" ? "polls" : "")}</td></tr>`)}
         </tbody></table>`
       : html`<p class="muted">No chat channel is configured.</p>`}<//></div>`;
 }
