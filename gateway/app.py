@@ -25,7 +25,9 @@ from waybill.gateway.request_limits import RequestSizeLimit
 from waybill.gateway.routes import (
     a2a,
     assistants,
+    channel_bindings,
     channels,
+    console,
     crons,
     deliveries,
     mcp,
@@ -105,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         crons.router,
         mcp.router,
         a2a.router,
+        channel_bindings.router,
     )
     for router in routers:
         app.include_router(router, dependencies=guarded)
@@ -112,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(thread_commands.websocket_router)
     # Chat platforms authenticate with their own signatures, checked by the service.
     app.include_router(channels.router, dependencies=[Depends(platform_signed)])
+    console.install(app)  # static files, open: the page asks for the key itself
     project_http.apply(app, user_app, http)
     app.state.http = http  # the server serves it under `http.mount_prefix`
     return app

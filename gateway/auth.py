@@ -154,6 +154,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/channels/{platform}/{channel}/events"): PLATFORM_SIGNED,
     ("GET", "/channels/{platform}/{channel}/events"): PLATFORM_SIGNED,  # WeCom's URL check
     ("POST", "/channels/webhook/{channel}"): PLATFORM_SIGNED,
+    ("GET", "/channels"): AUTHENTICATED,  # the bindings (a user sees their own)
 }
 
 # Waybill's own routes on a thread (no LangGraph Platform equivalent): with the

@@ -1,0 +1,413 @@
+"""The console (/console) in a real headless Chromium against a real stack:
+every page loads and shows what the API holds, chat streams the scripted
+model's tokens, a running run is cancelled from its page, an interrupt is
+resumed through its form, a dropped stream resumes without duplicates, and no
+page logs a console error. Screenshots land in test-artifacts/console/."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from playwright.sync_api import Browser, expect
+
+from tests.console_browser import ConsolePage, chromium
+from tests.helpers import present, says, slow, tools, write
+from tests.stacks import WEBHOOK_ENV, free_port, stack_in_mode, start_second_gateway, wait_until
+from tests.webhook_receiver import WebhookReceiver
+from waybill.common.launch import Stack
+
+# A stack and a browser start in the first test of the file (slow on a loaded machine).
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    data_dir = tmp_path_factory.mktemp("console")
+    config = {
+        "prices": {"scripted": {"input_per_million": 1.0, "output_per_million": 2.0}},
+        "channels": [
+            {
+                "name": "support",
+                "platform": "webhook",
+                "secret_env": "CONSOLE_HOOK_SECRET",
+                # Loopback only; nothing is posted in these tests.
+                "reply_url": f"http://127.0.0.1:{free_port()}/replies",
+            }
+        ],
+    }
+    config_file = data_dir / "waybill.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    extra = {
+        "WAYBILL_CONFIG": str(config_file),
+        "CONSOLE_HOOK_SECRET": "console-hook-secret",
+        **WEBHOOK_ENV,  # webhooks to a local receiver
+    }
+    with stack_in_mode("sqlite", data_dir, **extra) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def base_url(stack: Stack) -> str:
+    return stack.url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as found:
+        yield found
+
+
+@pytest.fixture
+def api(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def console(browser: Browser, base_url: str) -> Iterator[ConsolePage]:
+    page = ConsolePage.open(browser, base_url)
+    yield page
+    errors = list(page.errors)
+    page.close()
+    assert errors == []
+
+
+def finished_run(api: httpx.Client, thread_id: str, **body: object) -> str:
+    api.post(f"/threads/{thread_id}/runs/wait", json={"assistant_id": "lead_agent", **body})
+    return str(api.get(f"/threads/{thread_id}/runs").json()[0]["run_id"])
+
+
+def run_status(api: httpx.Client, thread_id: str, run_id: str) -> str:
+    return str(api.get(f"/threads/{thread_id}/runs/{run_id}").json()["status"])
+
+
+def test_the_files_are_served_with_their_types_and_a_strict_policy(api: httpx.Client) -> None:
+    index = api.get("/console/")
+    assert index.status_code == 200
+    assert index.headers["content-type"].startswith("text/html")
+    policy = index.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe" not in policy
+    module = api.get("/console/js/app.js")
+    assert module.headers["content-type"].startswith("text/javascript")
+    assert module.headers["x-content-type-options"] == "nosniff"
+    assert api.get("/console", follow_redirects=False).status_code in (301, 307)
+    assert api.get("/console/../gateway/app.py").status_code == 404
+    vendored = Path(__file__).resolve().parent.parent / "gateway/console/vendor/preact-htm.js"
+    assert api.get("/console/vendor/preact-htm.js").content == vendored.read_bytes()
+
+
+def test_the_channel_bindings_route_shows_no_secret(api: httpx.Client) -> None:
+    [support] = api.get("/channels").json()
+    assert support == {
+        "name": "support",
+        "platform": "webhook",
+        "owner": "local",
+        "inbound_path": "/channels/webhook/support",
+    }
+    assert "console-hook-secret" not in json.dumps(support)
+
+
+def test_threads_thread_and_run_pages(console: ConsolePage, api: httpx.Client) -> None:
+    thread_id = api.post("/threads", json={"metadata": {"team": "console"}}).json()["thread_id"]
+    run_id = finished_run(api, thread_id, input=says('/tool add {"a": 1, "b": 2}'))
+
+    page = console.goto("/threads")
+    row = page.locator("[data-testid=threads] tr", has_text=thread_id[:8])
+    expect(row).to_contain_text("team: console")
+    console.shot("threads")
+    page.fill("input[name=metadata]", '{"team": "nobody"}')
+    page.click("button[type=submit]")
+    expect(page.get_by_text("No threads.")).to_be_visible()
+
+    page = console.goto(f"/threads/{thread_id}")
+    messages = page.locator("[data-testid=messages]")
+    expect(messages).to_contain_text("Tool add returned: 3.0")
+    expect(messages.locator("details.call")).to_contain_text("add")  # the call, folded
+    console.shot("thread-chat")
+    page.click("[data-tab=state]")
+    expect(page.locator("pre.json").first).to_contain_text("Tool add returned: 3.0")
+    page.click("[data-tab=history]")
+    history = page.locator("[data-testid=history] tbody tr")
+    expect(history.first).to_be_visible()
+    assert history.count() >= 3
+    history.last.click()  # the first checkpoint: time travel to the input
+    expect(page.get_by_text("Fork a run from here")).to_be_visible()
+    console.shot("thread-history")
+    page.click("[data-tab=runs]")
+    expect(page.locator("[data-testid=runs]")).to_contain_text(run_id[:8])
+
+    page = console.goto(f"/threads/{thread_id}/runs/{run_id}")
+    expect(page.locator("[data-testid=run-status]")).to_have_text("success")
+    expect(page.locator("[data-testid=receipt]")).to_contain_text("nothing_to_deliver")
+    timeline = page.locator("[data-testid=timeline]")
+    expect(timeline).to_contain_text("add")
+    expect(timeline).to_contain_text("scripted")
+    usage = api.get(f"/threads/{thread_id}/runs/{run_id}").json()["usage"]
+    expect(page.locator("[data-testid=usage]")).to_contain_text(str(usage["cost"]))
+    expect(page.locator("[data-testid=changes]")).to_contain_text("No file changed.")
+    expect(page.locator("[data-testid=deliveries]")).to_contain_text("No webhook")
+    events = (
+        api.get(
+            f"/threads/{thread_id}/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"}
+        ).text.count("\nevent: ")
+        + 1
+    )
+    expect(page.locator("[data-testid=event-count]")).to_have_text(str(events))
+    page.click("[data-testid=join]")
+    expect(page.get_by_text("Joined: the run's result")).to_be_visible()
+    console.shot("run")
+    page.click("[data-testid=rerun]")
+    expect(page).not_to_have_url(f"{console.base_url}/console/#/threads/{thread_id}/runs/{run_id}")
+    expect(page.locator("[data-testid=run-status]")).to_have_text("success")
+    runs = api.get(f"/threads/{thread_id}/runs").json()
+    assert len(runs) == 2 and runs[0]["kwargs"]["input"] == runs[1]["kwargs"]["input"]
+
+
+def test_fork_a_run_from_a_checkpoint(console: ConsolePage, api: httpx.Client) -> None:
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    first = finished_run(api, thread_id, input=says("first question"))
+    page = console.goto(f"/threads/{thread_id}")
+    page.click("[data-tab=history]")
+    page.locator("[data-testid=history] tbody tr").first.click()
+    page.fill("textarea[name=fork-input]", json.dumps(says("forked question")))
+    page.click("[data-testid=fork]")
+    expect(page.locator("[data-testid=run-status]")).to_have_text("success")
+    forked = page.url.rsplit("/", 1)[-1]
+    assert forked != first
+    values = api.get(f"/threads/{thread_id}/state").json()["values"]
+    assert values["messages"][-1]["content"] == "You said: forked question"
+
+
+def test_chat_streams_the_models_tokens(console: ConsolePage, api: httpx.Client) -> None:
+    page = console.goto("/chat")
+    # A network of 512 KB/s (the events of 2,000 tokens take seconds to arrive,
+    # not one frame, however fast the machine).
+    network = page.context.new_cdp_session(page)
+    network.send("Network.enable")
+    network.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": 512 * 1024, "uploadThroughput": -1},
+    )
+    # Every value the token counter shows: fewer than the tokens, since the
+    # page draws once per animation frame, not once per token.
+    page.evaluate(
+        """() => {
+        window.seen = [];
+        const counter = document.querySelector('[data-testid=streamed-tokens]');
+        new MutationObserver(() => window.seen.push(counter.textContent))
+          .observe(counter, {childList: true, characterData: true, subtree: true});
+      }"""
+    )
+    page.fill("textarea[name=message]", "/tokens 2000")
+    expect(page.locator("form.chat-input button[type=submit]")).to_be_enabled()
+    page.keyboard.press("Enter")
+    expect(page.locator("[data-testid=streamed-tokens]")).to_have_text("2000", timeout=60_000)
+    expect(page.locator("[data-testid=messages]")).to_contain_text("t1999")
+    seen = [int(value) for value in page.evaluate("window.seen")]
+    assert seen[-1] == 2000 and seen == sorted(seen)
+    assert 10 < len(seen) < 2000  # tokens arrived over many frames, drawn in batches
+    console.shot("chat")
+    thread_id = page.url.split("/chat/")[1]
+    messages = api.get(f"/threads/{thread_id}/state").json()["values"]["messages"]
+    assert messages[-1]["content"].endswith("t1999 ")
+
+
+def test_cancel_a_running_run_from_its_page(console: ConsolePage, api: httpx.Client) -> None:
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    run = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(30)}
+    ).json()
+    page = console.goto(f"/threads/{thread_id}/runs/{run['run_id']}")
+    wait_until(lambda: run_status(api, thread_id, run["run_id"]) == "running", "the run starts")
+    page.reload()
+    expect(page.locator("[data-testid=run-status]")).to_have_text("running")
+    page.click("[data-testid=cancel]")
+    expect(page.locator("[data-testid=run-status]")).to_have_text("interrupted")
+    assert run_status(api, thread_id, run["run_id"]) == "interrupted"
+    console.shot("run-cancelled")
+
+    again = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(30)}
+    ).json()
+    page = console.goto(f"/threads/{thread_id}/runs/{again['run_id']}")
+    wait_until(lambda: run_status(api, thread_id, again["run_id"]) == "running", "it starts")
+    page.reload()
+    expect(page.locator("[data-testid=run-status]")).to_have_text("running")
+    page.click("[data-testid=rollback]")  # the run and what it wrote are gone
+    expect(page).to_have_url(f"{console.base_url}/console/#/threads/{thread_id}")
+    wait_until(
+        lambda: api.get(f"/threads/{thread_id}/runs/{again['run_id']}").status_code == 404,
+        "the rolled-back run is deleted",
+    )
+
+
+def test_a_dropped_stream_resumes_without_duplicates(
+    console: ConsolePage, api: httpx.Client
+) -> None:
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    run = api.post(
+        f"/threads/{thread_id}/runs",
+        json={"assistant_id": "lead_agent", "input": slow(2), "stream_mode": ["values", "updates"]},
+    ).json()
+    page = console.goto(f"/threads/{thread_id}/runs/{run['run_id']}")
+    drop = page.locator("[data-testid=drop]")
+    expect(drop).to_be_enabled()
+    drop.click()  # cut as a network failure would, mid-run
+    expect(page.locator("[data-testid=run-status]")).to_have_text("success", timeout=30_000)
+    expect(page.locator("[data-testid=reconnects]")).not_to_have_text("reconnects: 0")
+    replay = api.get(
+        f"/threads/{thread_id}/runs/{run['run_id']}/stream", headers={"Last-Event-ID": "-1"}
+    ).text
+    ids = [line[4:] for line in replay.splitlines() if line.startswith("id: ")]
+    expect(page.locator("[data-testid=event-count]")).to_have_text(str(len(ids)))
+
+
+def test_an_interrupt_is_answered_through_the_form(console: ConsolePage, api: httpx.Client) -> None:
+    page = console.goto("/chat")
+    page.select_option("select[name=assistant]", "approval")
+    page.fill("textarea[name=message]", '{"action": "deploy"}')
+    page.click("form.chat-input button[type=submit]")
+    form = page.locator("[data-testid=interrupt]")
+    expect(form).to_contain_text("approve deploy?")
+    console.shot("chat-interrupt")
+    form.locator("input[name=resume]").fill("yes")
+    form.locator("button[type=submit]").click()
+    expect(page.locator("pre.json").first).to_contain_text("deploy: yes")
+    expect(form).to_have_count(0)
+    thread_id = page.url.split("/chat/")[1]
+    thread = api.get(f"/threads/{thread_id}").json()
+    assert thread["values"]["decision"] == "deploy: yes"
+    assert thread["status"] == "idle"
+
+
+def test_a_thousand_messages_render_only_what_is_in_view(
+    console: ConsolePage, api: httpx.Client
+) -> None:
+    thread_id = api.post("/threads", json={"metadata": {"graph_id": "lead_agent"}}).json()[
+        "thread_id"
+    ]
+    messages = [
+        {"type": "human" if i % 2 == 0 else "ai", "content": f"message number {i}", "id": f"m{i}"}
+        for i in range(1000)
+    ]
+    update = api.post(
+        f"/threads/{thread_id}/state", json={"values": {"messages": messages}, "as_node": "agent"}
+    )
+    assert update.status_code == 200, update.text
+    page = console.goto(f"/threads/{thread_id}")
+    listing = page.locator("[data-testid=messages]")
+    expect(listing).to_have_attribute("data-count", "1000")
+    expect(listing).to_contain_text("message number 999")  # it opens at the end
+    rendered = listing.locator("[data-row]").count()
+    assert 0 < rendered < 100
+    listing.evaluate("el => { el.scrollTop = 0; el.dispatchEvent(new Event('scroll')); }")
+    expect(listing).to_contain_text("message number 0")
+    assert listing.locator("[data-row]").count() < 100
+    console.shot("thread-1000-messages")
+
+
+def test_assistants_create_edit_versions_and_graph(console: ConsolePage, api: httpx.Client) -> None:
+    page = console.goto("/assistants")
+    page.click("[data-testid=new-assistant]")
+    form = page.locator("[data-testid=create-assistant]")
+    form.locator("select[name=graph_id]").select_option("approval")
+    form.locator("input[name=name]").fill("release approvals")
+    form.locator("textarea[name=metadata]").fill('{"team": "release"}')
+    form.locator("button[type=submit]").click()
+    expect(page.locator("[data-testid=graph] [data-node=ask]")).to_be_visible()
+    assistant_id = page.url.rsplit("/", 1)[-1]
+    console.shot("assistant-graph")
+    page.click("[data-tab=edit]")
+    page.fill("[data-testid=edit-assistant] input[name=name]", "release approvals v2")
+    page.click("[data-testid=edit-assistant] button[type=submit]")
+    expect(page.get_by_text("Saved.")).to_be_visible()
+    page.click("[data-tab=versions]")
+    expect(page.locator("[data-testid=versions] tbody tr")).to_have_count(2)
+    console.shot("assistant-versions")
+    stored = api.get(f"/assistants/{assistant_id}").json()
+    assert (stored["name"], stored["version"], stored["metadata"]["team"]) == (
+        "release approvals v2",
+        2,
+        "release",
+    )
+
+
+def test_operations_page(console: ConsolePage, api: httpx.Client) -> None:
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    finished_run(api, thread_id, input=says("count my tokens"))
+    cron = api.post(
+        "/runs/crons",
+        json={"assistant_id": "approval", "schedule": "0 3 * * *", "input": {"action": "x"}},
+    ).json()
+    page = console.goto("/operations")
+    expect(page.locator("[data-testid=runs-by-status]")).to_contain_text("success (")
+    page.click("[data-filter=success]")
+    expect(page.locator("[data-testid=runs-by-status] [data-testid=runs]")).to_contain_text(
+        thread_id[:8]
+    )
+    expect(page.locator("[data-testid=usage-by-model]")).to_contain_text("scripted")
+    expect(page.locator("[data-testid=usage-by-user]")).to_contain_text("local")
+    crons = page.locator("[data-testid=crons]")
+    expect(crons).to_contain_text(cron["cron_id"][:8])
+    expect(crons).to_contain_text("0 3 * * *")
+    expect(page.locator("[data-testid=channels]")).to_contain_text("/channels/webhook/support")
+    console.shot("operations")
+    api.delete(f"/runs/crons/{cron['cron_id']}")
+
+
+def test_the_key_is_not_asked_for_with_auth_off(console: ConsolePage) -> None:
+    page = console.goto("/threads")
+    expect(page.locator("h1")).to_have_text("Threads")
+    assert page.evaluate("Object.keys(sessionStorage)") == []
+
+
+def test_a_run_started_on_one_gateway_is_followed_through_another(
+    browser: Browser, stack: Stack, api: httpx.Client
+) -> None:
+    other = start_second_gateway(stack)
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    run = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(1)}
+    ).json()
+    console = ConsolePage.open(browser, other)
+    try:
+        page = console.goto(f"/threads/{thread_id}/runs/{run['run_id']}")
+        expect(page.locator("[data-testid=run-status]")).to_have_text("success", timeout=30_000)
+        expect(page.locator("[data-testid=receipt]")).to_contain_text("nothing_to_deliver")
+        assert console.errors == []
+    finally:
+        console.close()
+
+
+def test_outputs_changes_and_webhook_deliveries(console: ConsolePage, api: httpx.Client) -> None:
+    receiver = WebhookReceiver(free_port()).start()
+    try:
+        thread_id = api.post("/threads", json={}).json()["thread_id"]
+        run_id = finished_run(
+            api,
+            thread_id,
+            input=tools(write("report.md", "# the report"), present("report.md")),
+            webhook=receiver.url,
+        )
+        wait_until(lambda: len(receiver.received) == 1, "the webhook is delivered")
+        page = console.goto(f"/threads/{thread_id}/runs/{run_id}")
+        expect(page.locator("[data-testid=receipt]")).to_contain_text("delivered")
+        expect(page.locator("[data-testid=changes] [data-change=created]")).to_contain_text(
+            "report.md"
+        )
+        deliveries = page.locator("[data-testid=deliveries]")
+        expect(deliveries).to_contain_text(receiver.url)
+        expect(deliveries).to_contain_text("200")
+        with page.expect_download() as downloading:
+            page.locator("[data-testid=outputs] button", has_text="report.md").click()
+        saved = downloading.value.path()
+        assert downloading.value.suggested_filename == "report.md"
+        assert Path(saved).read_text() == "# the report"
+        console.shot("run-delivered")
+    finally:
+        receiver.stop()
