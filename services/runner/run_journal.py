@@ -256,6 +256,15 @@ class RunJournal(BaseCallbackHandler):
         )
 
 
+    def in_flight(self) -> dict[str, list[str]]:
+        """The model and tool calls under way (what a cancel cuts)."""
+        calls = list(self._calls.values())
+        return {
+            "models": [c.name for c in calls if c.source],
+            "tools": [c.name for c in calls if not c.source],
+        }
+
+
 def journal_of(config: RunnableConfig) -> RunJournal | None:
     """The run's journal among a node's callbacks (None outside a Waybill run)."""
     callbacks = config.get("callbacks")
