@@ -19,12 +19,14 @@ import httpx
 import psycopg
 import pytest
 from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import InternalServerError
 
 from tests.helpers import poll_until_done
-from tests.stacks import TwoRunners, fresh_postgres_database, two_runner_stack
+from tests.stacks import TwoRunners, eventually, fresh_postgres_database, two_runner_stack
 from waybill.services.runner.tool_calls import INTERRUPTED_TOOL_REPLY, REPLAYED_KEY
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 EFFECTS_GRAPHS = Path(__file__).parent / "effects_graphs" / "langgraph.json"
 
@@ -41,8 +43,9 @@ class CallRows:
     def __init__(self, data_dir: Path, url: str | None) -> None:
         self.data_dir, self.url = data_dir, url
 
-    def of(self, run_id: str) -> dict[str, str]:
-        query = "SELECT name, status FROM tool_calls WHERE run_id = "
+    def of(self, run_id: str, kind: str = "tool") -> dict[str, str]:
+        """name -> status of the run's calls of that kind (tool, model)."""
+        query = "SELECT name, status FROM tool_calls WHERE kind = '" + kind + "' AND run_id = "
         if self.url is None:
             with sqlite3.connect(self.data_dir / "checkpoints.db") as conn:
                 rows = conn.execute(query + "?", (run_id,)).fetchall()
@@ -76,6 +79,14 @@ async def until(check: Any, what: str, seconds: float = 30) -> Any:
     raise AssertionError(f"never: {what}")
 
 
+async def state_of(client: LangGraphClient, thread_id: str) -> Any:
+    """The thread's state; None while the gateway's reads still try the dead runner."""
+    try:
+        return await client.threads.get_state(thread_id)
+    except InternalServerError:
+        return None
+
+
 async def kill_mid_tool(
     two: TwoRunners, rows: CallRows, effects: Path, graph_id: str
 ) -> tuple[str, str, dict[str, Any]]:
@@ -102,7 +113,7 @@ async def kill_mid_tool(
     lines = (effects / "effects.log").read_text().splitlines()
     assert sorted(lines) == ["charge a", "slow_charge b", "slow_lookup c", "slow_lookup c"]
 
-    state = await client.threads.get_state(thread_id)
+    state = await eventually(lambda: state_of(client, thread_id), "a runner answering reads")
     messages = state["values"]["messages"]
     answers = {m["name"]: m for m in messages if m["type"] == "tool"}
     assert answers["charge"]["content"] == "charged a"
@@ -112,7 +123,7 @@ async def kill_mid_tool(
     # Idempotent: run again, its second result is the answer.
     assert answers["slow_lookup"]["content"] == "looked up c"
     assert messages[-1]["type"] == "ai" and INTERRUPTED_TOOL_REPLY in messages[-1]["content"]
-    assert rows.of(run_id) == {}  # the run ended: its record is gone
+    assert rows.of(run_id) == rows.of(run_id, "model") == {}  # the run ended: record gone
     await client.aclose()
     return thread_id, run_id, answers
 
@@ -150,3 +161,34 @@ async def test_create_agent_tools_run_once_across_a_takeover(tmp_path: Path) -> 
         thread_id, run_id, _ = await kill_mid_tool(two, rows, effects, "effects_agent")
         found = await journal_records(two.stack.url, thread_id, run_id)
         assert {("tool_ambiguous", "slow_charge"), ("tool_rerun", "slow_lookup")} <= found
+
+
+async def test_a_model_call_recorded_before_the_kill_is_not_paid_again(tmp_path: Path) -> None:
+    """The model answered, the node had not finished (no checkpoint) when its runner
+    died: the takeover runs the node again, and the model call is answered from the
+    record — one call to the provider, the same message, marked as replayed."""
+    with effects_stack_in("sqlite", tmp_path) as (two, rows, effects):
+        stack = two.stack
+        client = get_client(url=stack.url, timeout=30)
+        thread_id = (await client.threads.create())["thread_id"]
+        calls = plan(("charge", "a"))
+        run_id = (await client.runs.create(thread_id, "effects_model", input=calls))["run_id"]
+        await until(lambda: rows.of(run_id, "model"), "the model's response recorded")
+        victim = two.executing()
+        stack.processes[victim].send_signal(signal.SIGKILL)
+        stack.processes[victim].wait()
+        (effects / "release").touch()
+
+        ended = await poll_until_done(client, thread_id, run_id)
+        assert ended["status"] == "success", ended
+        assert (effects / "effects.log").read_text().splitlines() == ["model"]
+        state = await eventually(lambda: state_of(client, thread_id), "a runner answering reads")
+        answer = state["values"]["messages"][-1]
+        assert answer["tool_calls"][0]["name"] == "charge"
+        assert answer["response_metadata"][REPLAYED_KEY] is True
+        async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+            reply = await http.get(
+                f"/threads/{thread_id}/runs/{run_id}/events", params={"type": "llm_replayed"}
+            )
+        assert len(reply.json()) == 1
+        await client.aclose()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -35,6 +35,7 @@ from waybill.services.runner.graph_context import graph_context
 from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
+from waybill.services.runner.model_calls import CURRENT_RUN
 from waybill.services.runner.outcome import (
     DeliveryFailed,
     Outcome,
@@ -115,25 +116,23 @@ class RunExecution:
     async def _cut_after_grace(self, calls: ToolCalls) -> None:
         grace = self.limits.cancel_grace_seconds
         waiting = dict(calls.in_flight)
-        try:
+        with suppress(TimeoutError):  # then the tools still executing are cut
             await asyncio.wait_for(calls.drained.wait(), grace)
-        except TimeoutError:
-            pass
         finished = [name for call_id, name in waiting.items() if call_id not in calls.in_flight]
         self._cut(finished_in_grace=finished)
 
     def _cut(self, finished_in_grace: list[str] | None = None) -> None:
         """The cancel takes the graph down now; the journal says what was cut."""
-        if self._graph_task is not None and not self._graph_task.done():
-            if self.run_journal is not None:
-                self.run_journal.sink.emit(
-                    "cancel",
-                    {
-                        "action": self.cancel_action or CancelAction.INTERRUPT,
-                        "cut": self.run_journal.in_flight(),
-                        "finished_in_grace": finished_in_grace or [],
-                    },
-                )
+        running = self._graph_task is not None and not self._graph_task.done()
+        if running and self.run_journal is not None:
+            self.run_journal.sink.emit(
+                "cancel",
+                {
+                    "action": self.cancel_action or CancelAction.INTERRUPT,
+                    "cut": self.run_journal.in_flight(),
+                    "finished_in_grace": finished_in_grace or [],
+                },
+            )
         self._stop_graph()
 
     def lease_lost(self) -> None:
@@ -231,6 +230,7 @@ class RunExecution:
             self.fence,
             self.graphs.checkpointer.serde,
             self.run_journal.sink.emit,
+            replaying=self.run.attempt > 1,
         )
         async with AsyncExitStack() as graph_scope:
             graph = await graph_scope.enter_async_context(self._open_graph())
@@ -363,6 +363,7 @@ class RunExecution:
 
     async def _drive_graph(self, graph: Pregel) -> Outcome:
         loop = asyncio.get_running_loop()
+        CURRENT_RUN.set(self.tool_calls)  # this task's context: the graph's model calls
         turn_due = 0.0  # the first frame goes out at once
         try:
             async for frames in self._frames(graph):

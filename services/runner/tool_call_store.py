@@ -80,11 +80,33 @@ class ToolCallStore:
             done = await conn.execute(
                 text(
                     "INSERT INTO tool_calls (run_id, call_id, thread_id, kind, name, status, "
-                    "epoch, attempts, started_at) SELECT :run_id, :call_id, :thread_id, :kind, "
-                    f":name, 'started', :epoch, 1, :now WHERE NOT {FENCED_OFF} "
+                    "epoch, attempts, started_at) SELECT CAST(:run_id AS VARCHAR), "
+                    "CAST(:call_id AS VARCHAR), CAST(:thread_id AS VARCHAR), "
+                    "CAST(:kind AS VARCHAR), CAST(:name AS VARCHAR), 'started', "
+                    f"CAST(:epoch AS BIGINT), 1, CAST(:now AS FLOAT) WHERE NOT {FENCED_OFF} "
                     "ON CONFLICT (run_id, call_id) DO NOTHING"
                 ),
                 params,
+            )
+        return bool(done.rowcount)
+
+    async def put_finished(self, key: CallKey, epoch: int, result_type: str, result: bytes) -> bool:
+        """Record a call that has nothing to claim before it (a model call's response)."""
+        params = {**key.__dict__, "epoch": epoch, "now": time.time()}
+        async with self.engine.begin() as conn:
+            await self._fence_locked(conn, key.run_id)
+            done = await conn.execute(
+                text(
+                    "INSERT INTO tool_calls (run_id, call_id, thread_id, kind, name, status, "
+                    "epoch, attempts, result_type, result, started_at, finished_at) SELECT "
+                    "CAST(:run_id AS VARCHAR), CAST(:call_id AS VARCHAR), "
+                    "CAST(:thread_id AS VARCHAR), CAST(:kind AS VARCHAR), "
+                    "CAST(:name AS VARCHAR), 'finished', CAST(:epoch AS BIGINT), 1, "
+                    "CAST(:result_type AS VARCHAR), :result, CAST(:now AS FLOAT), "
+                    f"CAST(:now AS FLOAT) WHERE NOT {FENCED_OFF} "
+                    "ON CONFLICT (run_id, call_id) DO NOTHING"
+                ),
+                {**params, "result_type": result_type, "result": result},
             )
         return bool(done.rowcount)
 

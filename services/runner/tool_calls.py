@@ -28,9 +28,10 @@ finish before the checkpoint runs again on takeover.
 The same record answers cancels (execution.py): while a cancel waits for the calls
 in flight (`in_flight`, `drained`), no new call starts (`stop()`).
 
-The API other parts use: `ToolCalls(store, run, epoch, serde, emit)`, `.config(cfg)`,
-`.stop()`, `.halt()`, `.in_flight`, `.drained`, `.recorded_answers()`;
-`idempotent(tool)`, `is_idempotent(tool)`, `install()`.
+The API other parts use: `ToolCalls(store, run_id, thread_id, fence, serde, emit)`,
+`.config(cfg)`, `.stop()`, `.halt()` (`CallBoundary` is the model-call side),
+`.in_flight`, `.drained`, `.recorded_answers()`; `idempotent(tool)`,
+`is_idempotent(tool)`, `install()`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
@@ -47,13 +49,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 
 from waybill.services.runner.fencing import RunFence
+from waybill.services.runner.model_calls import REPLAYED_KEY, ModelRecord, install_model_record
+from waybill.services.runner.run_journal import with_callbacks
 from waybill.services.runner.tool_call_store import CallKey, CallRecord, CallStatus, ToolCallStore
 
 log = logging.getLogger("waybill.runner.tool_calls")
 
 CONFIG_KEY = "__waybill_tool_calls"
 IDEMPOTENT_KEY = "idempotent"
-REPLAYED_KEY = "waybill_replayed"
 INTERRUPTED_TOOL_REPLY = (
     "Interrupted: the run was taken over while this tool call was executing. It may or "
     "may not have taken effect; check before calling it again."
@@ -97,6 +100,7 @@ class ToolCalls:
         fence: RunFence,
         serde: Any,
         emit: Emit,
+        replaying: bool = False,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -110,11 +114,13 @@ class ToolCalls:
         self.stopping = False
         self._halted = asyncio.Event()
         self.loop = asyncio.get_running_loop()
+        self.models = ModelRecord(self, replaying)  # model_calls.py
 
     def config(self, config: RunnableConfig) -> RunnableConfig:
-        """The run's config with this record where ToolNode's wrap finds it."""
+        """The run's config with this record where ToolNode's wrap finds it, and the
+        boundary that holds model calls after a cancel among its callbacks."""
         configurable = {**(config.get("configurable") or {}), CONFIG_KEY: self}
-        return {**config, "configurable": configurable}
+        return with_callbacks({**config, "configurable": configurable}, CallBoundary(self))
 
     # ---- cancels ---------------------------------------------------------------------
 
@@ -139,6 +145,7 @@ class ToolCalls:
         """(True, answer) when the call is answered without executing; else
         (False, None): it is recorded as started and counted in flight."""
         await self._refuse_when_stopping()
+        await self.models.written()  # the response naming this call is durable first
         call_id, name = str(call.get("id") or ""), str(call.get("name") or "")
         if not call_id:
             self._enter(call_id, name)  # no id, no key: LangGraph's semantics
@@ -264,6 +271,27 @@ class ToolCalls:
         return result
 
 
+class CallBoundary(BaseCallbackHandler):
+    """A cancel's boundary before a model call: once a cancel asked, no model call
+    starts (the graph is taken down there; tool calls are held in `begin`)."""
+
+    run_inline = True  # on the event loop, no thread hop; every hook is a flag test
+    raise_error = True
+
+    def __init__(self, calls: ToolCalls) -> None:
+        self.calls = calls
+
+    def _refuse(self) -> None:
+        if self.calls.stopping:
+            raise asyncio.CancelledError("the run was cancelled before this model call")
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self._refuse()
+
+    def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        self._refuse()
+
+
 _installed = False
 
 
@@ -274,6 +302,7 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    install_model_record()
     original_async = ToolNode._arun_one
     original_sync = ToolNode._run_one
 

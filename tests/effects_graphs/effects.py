@@ -7,7 +7,7 @@ The model is planned by the input: a user message `{"calls": [{"name", "args"}]}
 makes it call those tools at once (fresh ids, as a real model's); after the tools it
 answers with their results. `graph` runs them in a `ToolNode` node (all the calls of
 a step in one task, the classic `tools_condition` loop); `agent` is `create_agent`'s
-(one task per call)."""
+(one task per call); `model_graph` calls a counted model and then waits, in one node."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def _effect(line: str) -> None:
 
 
 async def _until_released() -> None:
-    while not (_effects_dir() / "release").exists():
+    # A file, not an Event: the test is another process.
+    while not (_effects_dir() / "release").exists():  # noqa: ASYNC110
         await asyncio.sleep(0.02)
 
 
@@ -106,3 +107,24 @@ builder.add_edge("tools", "model")
 graph = builder.compile()
 
 agent = create_agent(PlannedModel(), tools=TOOLS)
+
+
+class CountedModel(PlannedModel):
+    """Each call to the provider is an effect too (tokens paid)."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        _effect("model")
+        return super()._generate(messages, *args, **kwargs)
+
+
+async def think_then_wait(state: MessagesState) -> dict[str, Any]:
+    """A model call, then a wait in the same node: killed there, the node runs again."""
+    answer = await CountedModel().ainvoke(state["messages"])
+    await _until_released()
+    return {"messages": [answer]}
+
+
+thinker = StateGraph(MessagesState)
+thinker.add_node("think", think_then_wait)
+thinker.add_edge(START, "think")
+model_graph = thinker.compile()
