@@ -48,6 +48,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 
+from waybill.common.settings import get_settings
 from waybill.services.runner.fencing import RunFence
 from waybill.services.runner.model_calls import REPLAYED_KEY, ModelRecord, install_model_record
 from waybill.services.runner.run_journal import with_callbacks
@@ -302,7 +303,8 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    install_model_record()
+    if get_settings().record_model_calls:
+        install_model_record()
     original_async = ToolNode._arun_one
     original_sync = ToolNode._run_one
 
