@@ -164,16 +164,18 @@ async def test_create_agent_tools_run_once_across_a_takeover(tmp_path: Path) -> 
 
 
 async def test_a_model_call_recorded_before_the_kill_is_not_paid_again(tmp_path: Path) -> None:
-    """The model answered, the node had not finished (no checkpoint) when its runner
-    died: the takeover runs the node again, and the model call is answered from the
-    record — one call to the provider, the same message, marked as replayed."""
+    """The model answered and its tool was executing, in one node (no checkpoint
+    between them), when the runner died: the takeover runs the node again, the model
+    call is answered from the record — one call to the provider, the same tool call
+    id — so the tool call is found in its record too (ambiguous, not run again)."""
     with effects_stack_in("sqlite", tmp_path) as (two, rows, effects):
         stack = two.stack
         client = get_client(url=stack.url, timeout=30)
         thread_id = (await client.threads.create())["thread_id"]
-        calls = plan(("charge", "a"))
+        calls = plan(("slow_charge", "b"))
         run_id = (await client.runs.create(thread_id, "effects_model", input=calls))["run_id"]
-        await until(lambda: rows.of(run_id, "model"), "the model's response recorded")
+        await until(lambda: rows.of(run_id) == {"slow_charge": "started"}, "the tool started")
+        assert rows.of(run_id, "model") == {"model": "finished"}  # written before it
         victim = two.executing()
         stack.processes[victim].send_signal(signal.SIGKILL)
         stack.processes[victim].wait()
@@ -181,11 +183,14 @@ async def test_a_model_call_recorded_before_the_kill_is_not_paid_again(tmp_path:
 
         ended = await poll_until_done(client, thread_id, run_id)
         assert ended["status"] == "success", ended
-        assert (effects / "effects.log").read_text().splitlines() == ["model"]
+        lines = (effects / "effects.log").read_text().splitlines()
+        assert lines == ["model", "slow_charge b"]
         state = await eventually(lambda: state_of(client, thread_id), "a runner answering reads")
-        answer = state["values"]["messages"][-1]
-        assert answer["tool_calls"][0]["name"] == "charge"
+        answer, reply = state["values"]["messages"][-2:]
+        assert answer["tool_calls"][0]["name"] == "slow_charge"
         assert answer["response_metadata"][REPLAYED_KEY] is True
+        assert reply["tool_call_id"] == answer["tool_calls"][0]["id"]
+        assert reply["content"] == INTERRUPTED_TOOL_REPLY
         async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
             reply = await http.get(
                 f"/threads/{thread_id}/runs/{run_id}/events", params={"type": "llm_replayed"}

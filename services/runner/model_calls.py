@@ -9,8 +9,9 @@ a Waybill run (the run's `ToolCalls`, found in a context variable the run's grap
 task sets), and only from that run's own earlier attempts. A first attempt never
 reads; every attempt records each response as the run's `tool_calls` row
 `model:<digest of model and prompt>:<n>` (n counts repeats of one prompt), written
-in the background and awaited before the next tool call starts (a tool's ids must
-be durable before its effect). A replayed response is marked
+when the next tool call is about to start (a tool's ids must be durable before its
+effect): a response no tool call follows (a final answer) is not recorded, as
+writing it at once costs a streaming run (bench/RESULTS.md). A replayed response is marked
 `response_metadata["waybill_replayed"]`, its tokens are not counted again, and the
 journal gets an `llm_replayed` record.
 
@@ -21,7 +22,6 @@ cache of its own (it is kept), and sync model calls.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -56,7 +56,7 @@ class ModelRecord:
         self.replaying = replaying  # only a later attempt has anything to replay
         self._seen: dict[str, int] = {}
         self._keys: dict[str, list[str]] = {}  # digest -> keys looked up, not yet recorded
-        self._writes: set[asyncio.Task[None]] = set()
+        self._unwritten: list[tuple[str, dict[str, Any]]] = []
 
     def _next_key(self, prompt: str, llm_string: str) -> str:
         digest = hashlib.sha256(f"{llm_string}\0{prompt}".encode()).hexdigest()[:40]
@@ -92,9 +92,9 @@ class ModelRecord:
             "messages": [g.message for g in generations],  # type: ignore[attr-defined]
             "info": [g.generation_info for g in generations],
         }
-        task = asyncio.create_task(self._write(key, response))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        # Kept until a tool call is about to start (`written`): written at once, beside
+        # the step's checkpoint, it slowed a streaming run on SQLite (bench/RESULTS.md).
+        self._unwritten.append((key, response))
 
     async def _write(self, key: str, response: dict[str, Any]) -> None:
         calls = self.calls
@@ -109,8 +109,9 @@ class ModelRecord:
 
     async def written(self) -> None:
         """Every response seen so far is stored (before a tool acts on its ids)."""
-        if self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
+        while self._unwritten:
+            key, response = self._unwritten.pop(0)
+            await self._write(key, response)
 
 
 class RecordedModelCalls(BaseCache):

@@ -7,7 +7,7 @@ The model is planned by the input: a user message `{"calls": [{"name", "args"}]}
 makes it call those tools at once (fresh ids, as a real model's); after the tools it
 answers with their results. `graph` runs them in a `ToolNode` node (all the calls of
 a step in one task, the classic `tools_condition` loop); `agent` is `create_agent`'s
-(one task per call); `model_graph` calls a counted model and then waits, in one node."""
+(one task per call); `model_graph` calls a counted model and its tools in one node."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -117,14 +118,15 @@ class CountedModel(PlannedModel):
         return super()._generate(messages, *args, **kwargs)
 
 
-async def think_then_wait(state: MessagesState) -> dict[str, Any]:
-    """A model call, then a wait in the same node: killed there, the node runs again."""
-    answer = await CountedModel().ainvoke(state["messages"])
-    await _until_released()
-    return {"messages": [answer]}
+async def think_then_act(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+    """A model call and its tool calls in one node: killed in a tool, the node (and so
+    the model call) runs again on a takeover."""
+    answer = await CountedModel().ainvoke(state["messages"], config)
+    results = await ToolNode(TOOLS).ainvoke({"messages": [answer]}, config)
+    return {"messages": [answer, *results["messages"]]}
 
 
 thinker = StateGraph(MessagesState)
-thinker.add_node("think", think_then_wait)
+thinker.add_node("think", think_then_act)
 thinker.add_edge(START, "think")
 model_graph = thinker.compile()
