@@ -41,11 +41,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument(
+        "--b-records", action="store_true", help="record on B too (A/A: the bench's own noise)"
+    )
     args = parser.parse_args()
     figures: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     with ExitStack() as stacks, tempfile.TemporaryDirectory() as scratch:
         clients = {}
-        for side, record in (("A", "true"), ("B", "false")):
+        b_record = "true" if args.b_records else "false"
+        for side, record in (("A", "true"), ("B", b_record)):
             data = Path(scratch) / side
             data.mkdir()
             env = stack_env(data, WAYBILL_RECORD_MODEL_CALLS=record)
