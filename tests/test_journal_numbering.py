@@ -185,3 +185,19 @@ async def test_a_dead_replica_does_not_hold_the_numbering_back(tmp_path: Path) -
             await journal["c"].Close(journal_pb2.CloseRequest(run_id=run_id, epoch=2), timeout=30)
         numbers = stored(journals.database_url, run_id)
     assert numbers == {0: {"b0"}, 1: {"b1"}, 2: {"c0"}}
+
+
+async def test_a_log_closed_after_redis_lost_it_is_replayed_whole(tmp_path: Path) -> None:
+    """The close comes after a Redis restart: Redis then holds the end marker and
+    none of the events, and a replay through any replica still gets them all."""
+    with three_journals(tmp_path) as journals:
+        async with stubs(journals) as journal:
+            run_id = str(uuid.uuid4())
+            assert await append(journal["b"], run_id, 1, ["b0", "b1", "b2"]) == 2
+            await journal["b"].Flush(journal_pb2.FlushRequest(run_id=run_id), timeout=30)
+            await asyncio.to_thread(journals.redis.restart)
+            await journal["c"].Close(journal_pb2.CloseRequest(run_id=run_id, epoch=1), timeout=30)
+            for name in ("a", "b", "c"):
+                seen: list[tuple[int, str]] = []
+                await asyncio.wait_for(subscribe(journal[name], run_id, seen), 30)
+                assert seen == [(0, "b0"), (1, "b1"), (2, "b2")], name

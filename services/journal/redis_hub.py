@@ -321,8 +321,14 @@ class RedisJournalHub:
             return await self._sql_page(run_id, from_seq, limit)
         if found.forgotten:
             return Page([], closed=True)
-        if not found.known or (found.closed and not found.ended and not found.events):
-            # Lost (a restart) or expired in Redis, or not started yet: SQL has it.
+        if (
+            not found.known
+            or found.next_seq is None
+            or (found.closed and not found.ended and not found.events)
+        ):
+            # Lost (a restart) or expired in Redis, or not started yet: SQL has it. (A
+            # close after Redis lost the run leaves its end marker and no numbering:
+            # Redis holds none of its events then.)
             return await self._sql_page(run_id, from_seq, limit)
         if found.events and found.events[0].seq > from_seq:
             # Redis starts later (re-seeded after a restart): the rest is in SQL.
