@@ -20,6 +20,12 @@ RECORD_TYPES = (
     "middleware",  # a middleware changed a model call (e.g. trimmed the history)
     "delivery",  # what the run delivered: its status and final answer
     "usage",  # the run's token usage, as reported to admission
+    # The tool-call record (services/runner/tool_calls.py), on a later attempt:
+    "tool_replayed",  # a call finished before: answered from its record, not run
+    "tool_ambiguous",  # started, never finished, not idempotent: the model is told
+    "tool_rerun",  # started, never finished, idempotent: run again
+    "llm_replayed",  # a model call whose whole response was recorded: not paid again
+    "cancel",  # a cancel took the graph down: what it cut, what finished in its grace
 )
 
 MAX_PAGE = 1000

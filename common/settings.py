@@ -240,6 +240,11 @@ class Settings(BaseSettings):
     loop_stop_seconds: float = 5.0
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
     shutdown_grace_seconds: float = 10.0
+    # A cancel lets a tool that is executing finish (and record its result) for this
+    # long, then cuts it; new model and tool calls never start after a cancel.
+    cancel_grace_seconds: float = 10.0
+    # Record each model response, so that a takeover replays it (services/runner/model_calls.py).
+    record_model_calls: bool = True
     sse_heartbeat_seconds: float = 15.0
     # How often an open thread stream asks admission for runs it has not seen yet.
     thread_stream_poll_seconds: float = 0.5

@@ -128,6 +128,8 @@ def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> 
         "WAYBILL_JOURNAL_METRICS_PORT": str(free_port()),
         "WAYBILL_DELIVERY_METRICS_PORT": str(free_port()),
         "WAYBILL_SHUTDOWN_GRACE_SECONDS": "2",
+        # A cancel cuts a tool executing after this (test_tool_calls.py sets its own).
+        "WAYBILL_CANCEL_GRACE_SECONDS": "0.2",
         "WAYBILL_SSE_HEARTBEAT_SECONDS": "1",
         "WAYBILL_WAIT_KEEPALIVE_SECONDS": "0.5",
         "WAYBILL_GRAPHS": str(TEST_GRAPHS),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -35,6 +35,7 @@ from waybill.services.runner.graph_context import graph_context
 from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
+from waybill.services.runner.model_calls import CURRENT_RUN
 from waybill.services.runner.outcome import (
     DeliveryFailed,
     Outcome,
@@ -54,6 +55,7 @@ from waybill.services.runner.run_state import answer_dangling_tool_calls, final_
 from waybill.services.runner.snapshots import WorkspaceSnapshot, starting_point
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
+from waybill.services.runner.tool_calls import ToolCalls, install
 from waybill.services.runner.unstarted import close_unstarted
 from waybill.v1 import admission_pb2, common_pb2, delivery_pb2
 
@@ -93,12 +95,44 @@ class RunExecution:
         self.workspace = WorkspaceSnapshot(run, peers, self.fence, self._starting_point)
         self._graph_task: asyncio.Task[Outcome] | None = None
         self.receipt: delivery_pb2.Receipt | None = None  # once written
+        self.tool_calls: ToolCalls | None = None  # the run's record of its calls
+        self._grace: asyncio.Task[None] | None = None  # a cancel waiting for tools
 
     # ---- orders from outside -----------------------------------------------------
 
     def cancel(self, action: str) -> None:
+        """Stop at the next boundary: at once between frames; a tool executing gets
+        the cancel grace to finish and record its result, and no new call starts."""
         if self.cancel_action is None:
             self.cancel_action = action
+        calls = self.tool_calls
+        if calls is None or calls.drained.is_set() or self._graph_task is None:
+            self._cut()
+            return
+        calls.stop()
+        if self._grace is None:
+            self._grace = asyncio.create_task(self._cut_after_grace(calls))
+
+    async def _cut_after_grace(self, calls: ToolCalls) -> None:
+        grace = self.limits.cancel_grace_seconds
+        waiting = dict(calls.in_flight)
+        with suppress(TimeoutError):  # then the tools still executing are cut
+            await asyncio.wait_for(calls.drained.wait(), grace)
+        finished = [name for call_id, name in waiting.items() if call_id not in calls.in_flight]
+        self._cut(finished_in_grace=finished)
+
+    def _cut(self, finished_in_grace: list[str] | None = None) -> None:
+        """The cancel takes the graph down now; the journal says what was cut."""
+        running = self._graph_task is not None and not self._graph_task.done()
+        if running and self.run_journal is not None:
+            self.run_journal.sink.emit(
+                "cancel",
+                {
+                    "action": self.cancel_action or CancelAction.INTERRUPT,
+                    "cut": self.run_journal.in_flight(),
+                    "finished_in_grace": finished_in_grace or [],
+                },
+            )
         self._stop_graph()
 
     def lease_lost(self) -> None:
@@ -112,6 +146,8 @@ class RunExecution:
         self._stop_graph()
 
     def _stop_graph(self) -> None:
+        if self.tool_calls is not None:
+            self.tool_calls.halt()
         if self._graph_task is not None and not self._graph_task.done():
             self._graph_task.cancel()
 
@@ -186,6 +222,16 @@ class RunExecution:
             LoopTurns(),
         )
         self.checkpointer = FencedCheckpointer(self.graphs.checkpointer, self.fence, self.store)
+        install()
+        self.tool_calls = ToolCalls(
+            self.store.tool_calls,
+            self.run.run_id,
+            self.run.thread_id,
+            self.fence,
+            self.graphs.checkpointer.serde,
+            self.run_journal.sink.emit,
+            replaying=self.run.attempt > 1,
+        )
         async with AsyncExitStack() as graph_scope:
             graph = await graph_scope.enter_async_context(self._open_graph())
             await self._execute_graph(graph, graph_scope.aclose)
@@ -235,7 +281,8 @@ class RunExecution:
                 await self.checkpointer.close()  # a background save may still be landing
             await self.graphs.checkpointer.adelete_for_runs([self.run.run_id])
         elif outcome.status != common_pb2.RUN_STATUS_SUCCESS:
-            await answer_dangling_tool_calls(graph, self.run, self.fence)
+            recorded = await self.tool_calls.recorded_answers() if self.tool_calls else {}
+            await answer_dangling_tool_calls(graph, self.run, self.fence, recorded)
         if outcome.error is not None:
             self.sink.emit(*error_event(outcome.error))
         # The end, in the order that makes it provable: journal flushed -> receipt ->
@@ -266,6 +313,7 @@ class RunExecution:
             self._report(outcome, snapshot, rolled_back), self._drain_records()
         )
         if accepted:
+            await self._forget_calls()
             # Not fenced: admission accepted our terminal write, so no newer epoch can
             # exist; a renewal refused meanwhile (the run is no longer active) must not
             # leave the log open and its readers waiting. The journal still checks the epoch.
@@ -278,6 +326,13 @@ class RunExecution:
                 )
             else:
                 await self.sink.close(after_terminal_write=True)
+
+    async def _forget_calls(self) -> None:
+        """The run has ended: no later attempt will ask its calls' record."""
+        try:
+            await self.store.tool_calls.forget_run(self.run.run_id)
+        except Exception as error:  # its thread's deletion removes them too
+            log.warning("run %s: its tool-call record stays: %s", self.run.run_id, error)
 
     async def _drive_with_limits(self, graph: Pregel) -> Outcome:
         self._graph_task = asyncio.create_task(self._drive_graph(graph))
@@ -308,6 +363,7 @@ class RunExecution:
 
     async def _drive_graph(self, graph: Pregel) -> Outcome:
         loop = asyncio.get_running_loop()
+        CURRENT_RUN.set(self.tool_calls)  # this task's context: the graph's model calls
         turn_due = 0.0  # the first frame goes out at once
         try:
             async for frames in self._frames(graph):
@@ -331,6 +387,8 @@ class RunExecution:
         config = self.config
         if self.run_journal is not None:
             config = with_callbacks(config, self.run_journal)
+        if self.tool_calls is not None:
+            config = self.tool_calls.config(config)
         return graph_frames(graph, self.kwargs, config, lambda: self._start_input(graph))
 
     # ---- delivery ----------------------------------------------------------------

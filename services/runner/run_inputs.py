@@ -18,6 +18,7 @@ class RunLimits:
     lease_seconds: float
     run_timeout_seconds: float
     record_linger_seconds: float = 0.0
+    cancel_grace_seconds: float = 10.0  # a tool executing when a cancel comes may finish
 
 
 def run_config(run: common_pb2.Run, kwargs: dict[str, Any]) -> RunnableConfig:

@@ -29,6 +29,7 @@ from langgraph.types import StateSnapshot
 
 from waybill.common.usage import SOURCES
 from waybill.services.runner.loop_turns import LoopTurns, no_turn
+from waybill.services.runner.model_calls import was_replayed
 from waybill.services.runner.record_sink import RecordSink
 from waybill.services.runner.token_ledger import TokenLedger, usage_of
 
@@ -187,7 +188,8 @@ class RunJournal(BaseCallbackHandler):
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._calls.pop(run_id, None) or Call("unknown", time.monotonic(), "lead_agent")
-        usage = usage_of(response)
+        replay = any(was_replayed(generations) for generations in response.generations)
+        usage = None if replay else usage_of(response)  # a replayed response cost nothing
         counted = self.ledger.add(run_id, call.name, call.source, usage)
         self.sink.emit(
             "llm_end",
@@ -254,6 +256,14 @@ class RunJournal(BaseCallbackHandler):
                 "duration_ms": milliseconds_since(call.started),
             },
         )
+
+    def in_flight(self) -> dict[str, list[str]]:
+        """The model and tool calls under way (what a cancel cuts)."""
+        calls = list(self._calls.values())
+        return {
+            "models": [c.name for c in calls if c.source],
+            "tools": [c.name for c in calls if not c.source],
+        }
 
 
 def journal_of(config: RunnableConfig) -> RunJournal | None:

@@ -4,6 +4,7 @@ and with the tool calls a cut-short run left unanswered closed."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from langgraph.pregel import Pregel
 from langgraph.types import StateSnapshot
@@ -34,14 +35,20 @@ async def final_state(graph: Pregel, run: common_pb2.Run) -> StateSnapshot:
         return StateSnapshot({}, (), config, None, None, None, (), ())
 
 
-async def answer_dangling_tool_calls(graph: Pregel, run: common_pb2.Run, fence: RunFence) -> None:
-    """A cut-short tool call would poison the thread for every provider: answer it."""
+async def answer_dangling_tool_calls(
+    graph: Pregel, run: common_pb2.Run, fence: RunFence, recorded: dict[str, Any] | None = None
+) -> None:
+    """A cut-short tool call would poison the thread for every provider: answer it,
+    with its recorded result when it finished (a cancel cut the graph after it)."""
     config = thread_config(run.thread_id)
     snapshot = await final_state(graph, run)
     values = snapshot.values if isinstance(snapshot.values, dict) else {}
     calls = unanswered_tool_calls(values.get("messages") or [])
     if not calls:
         return
-    replies = [closing_answer(call, CANCELLED_TOOL_REPLY) for call in calls]
+    recorded = recorded or {}
+    replies = [
+        recorded.get(call["id"]) or closing_answer(call, CANCELLED_TOOL_REPLY) for call in calls
+    ]
     fence.check("closing dangling tool calls")
     await graph.aupdate_state(config, {"messages": replies})

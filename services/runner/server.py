@@ -170,6 +170,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if not codec.is_uuid(request.thread_id):
             raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
         await self.graphs.checkpointer.adelete_thread(request.thread_id)
+        await self.store.tool_calls.forget_thread(request.thread_id)
         await asyncio.to_thread(remove_workspace, request.thread_id)
         # The thread's own log (its state updates) goes with its state.
         thread_log = codec.thread_log_id(request.thread_id)
@@ -346,6 +347,7 @@ async def main() -> None:
                 settings.lease_seconds,
                 settings.run_timeout_seconds,
                 settings.record_linger_seconds,
+                settings.cancel_grace_seconds,
             ),
             renew_every=settings.renew_every,
             reconnect_seconds=settings.reconnect_seconds,

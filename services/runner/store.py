@@ -1,5 +1,6 @@
 """The runner's own rows, kept beside LangGraph's checkpoints in the same database:
-the fence that says which epoch may write a run's checkpoints. (A rollback's
+the fence that says which epoch may write a run's checkpoints, and each run's
+tool calls (tool_call_store.py). (A rollback's
 deletion, a thread's copy and prune are the checkpointer's own: savers.py.)"""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from waybill.common.sql import migrate
+from waybill.services.runner.tool_call_store import ToolCallStore
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -18,6 +20,7 @@ class RunnerStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
+        self.tool_calls = ToolCallStore(engine)  # each run's calls (tool_calls.py)
 
     async def migrate(self) -> None:
         await migrate(self.engine, MIGRATIONS, "runner")

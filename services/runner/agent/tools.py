@@ -22,6 +22,7 @@ from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
 from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
+from waybill.services.runner.tool_calls import idempotent
 
 
 @tool
@@ -57,10 +58,19 @@ CORE_TOOLS = ("ask_clarification", "present_files", TOOL_SEARCH)
 CATALOG: dict[str, BaseTool] = {
     t.name: t for t in [add, echo, wait, ask_clarification, *WORKSPACE_TOOLS]
 }
+# Safe to run again after a takeover cut them short (tool_calls.py); `edit_file` is
+# not (a second edit finds its text replaced), nor is any tool not named here.
+IDEMPOTENT_TOOLS = {"add", "echo", "wait", "ask_clarification"} | {
+    "write_file",
+    "read_file",
+    "list_files",
+    "present_files",
+}
 for _tool in CATALOG.values():
     # A ToolException is the tool telling the model what to fix: it becomes the
     # tool's answer (status "error"), not the end of the run.
     _tool.handle_tool_error = True
+    idempotent(_tool, _tool.name in IDEMPOTENT_TOOLS)
 
 
 def authorized(
@@ -92,7 +102,7 @@ def make_tool_search(deferred: Sequence[BaseTool]) -> BaseTool:
         ]
         return json.dumps(found)
 
-    return tool_search
+    return idempotent(tool_search)
 
 
 def discovered(messages: Iterable[BaseMessage]) -> set[str]:
