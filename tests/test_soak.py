@@ -447,3 +447,6 @@ async def test_soak(soak: Soak) -> None:
     assert not tally.problems, tally.problems
     assert "stream/stuck" not in tally.outcomes
     assert effects.calls > 0, "no tool-calling run got as far as its tool"
+    # A call started and not finished when its runner died is not run again (its
+    # model is told it may or may not have happened): no effect twice.
+    assert not effects.twice, f"tool effects executed more than once: {effects.twice}"
