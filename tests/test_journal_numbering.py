@@ -73,7 +73,7 @@ def three_journals(tmp_path: Path, **extra: str) -> Iterator[Journals]:
                 stack.start_one(name, JOURNAL, own)
                 addresses[name] = address
             for name, address in addresses.items():
-                wait_until(lambda a=address: grpc_serving(a), f"journal {name} serving")
+                wait_until(lambda a=address: grpc_serving(a), f"journal {name} serving", 120)
             yield Journals(stack, redis_server, database_url, addresses)
         except BaseException:
             for log_file in sorted(tmp_path.glob("*.log")):
