@@ -27,6 +27,7 @@ from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
 from waybill.common.readiness import serve_health_port
 from waybill.common.schema import SchemaMismatch
 from waybill.common.settings import get_settings
+from waybill.common.sql import database_unreachable
 
 log = logging.getLogger("waybill")
 
@@ -131,6 +132,11 @@ async def _abort_for(error: Exception, context: Any, method: str) -> None:
         return  # the handler aborted with a status of its own choosing already
     elif isinstance(error, grpc.aio.AioRpcError):
         await _abort_if_peer_down(context, error)
+    elif database_unreachable(error):
+        log.warning("%s: the database is not reachable: %s", method, error)
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE, "The database is not reachable; retry shortly."
+        )
     else:
         await _abort_internal(context, method)
 

@@ -469,6 +469,11 @@ class Settings(BaseSettings):
     journal_redis_retry_seconds: float = 15.0
     journal_redis_block_seconds: float = 5.0
     journal_poll_seconds: float = 0.2
+    # With Redis: each journal replica's heartbeat in SQL, and how long a replica's
+    # heartbeat may stop before the others, re-seeding a run's numbering after Redis
+    # lost its state, stop waiting for it (services/journal/replicas.py).
+    journal_heartbeat_seconds: float = 1.0
+    journal_replica_dead_seconds: float = 5.0
     startup_timeout_seconds: float = 60.0
     # A migration run waiting for another one (on Postgres), or `migrate --wait`
     # waiting for the migration Job, checks this often.

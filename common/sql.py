@@ -29,6 +29,48 @@ def json_text(value: Any) -> str:
 JSON_CODEC: dict[str, Any] = {"json_serializer": json_text, "json_deserializer": codec.loads}
 
 
+def database_unreachable(error: BaseException) -> bool:
+    """Whether `error` (or what caused it) says the database cannot be reached right
+    now: refused or dropped connections, a server starting up or shutting down. Such a
+    call is answered UNAVAILABLE (retry), not INTERNAL; the pools reconnect by
+    themselves (`pool_pre_ping`, psycopg_pool's check)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _unreachable(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _unreachable(error: BaseException) -> bool:
+    from sqlalchemy import exc
+
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, (exc.OperationalError, exc.InterfaceError, ConnectionError)):
+        return True
+    kind = type(error)
+    # asyncpg's and psycopg's own, by module (neither is imported by every service).
+    if kind.__module__.startswith("asyncpg") and kind.__name__ in ASYNCPG_UNREACHABLE:
+        return True
+    return kind.__module__.startswith(("psycopg", "psycopg_pool")) and kind.__name__ in (
+        "OperationalError",
+        "PoolTimeout",
+    )
+
+
+ASYNCPG_UNREACHABLE = {
+    "ConnectionDoesNotExistError",
+    "CannotConnectNowError",
+    "ConnectionFailureError",
+    "AdminShutdownError",
+    "CrashShutdownError",
+    "InterfaceError",
+}
+
+
 def service_engine(settings: Settings, url: str) -> AsyncEngine:
     """A service's SQL engine for `url`, with this deployment's pool size."""
     return create_engine(url, settings.db_pool_size, settings.db_max_overflow)

@@ -14,7 +14,7 @@ import random
 import signal
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +70,14 @@ class ScaledStack:
     def restart(self, name: str) -> None:
         replica = self.replicas[name]
         self.stack.start_one(name, replica.module, replica.env)
-        wait_until(lambda: grpc_serving(replica.address), f"{name} serving")
+        if name.startswith("gateway"):
+            wait_until(lambda: http_ok(replica.address), f"{name} answering", 60)
+        else:
+            wait_until(lambda: grpc_serving(replica.address), f"{name} serving", 60)
+
+    def of(self, service: str) -> list[str]:
+        """The process names of every replica of `service`."""
+        return [name for name in self.replicas if name.startswith(service)]
 
     def metrics(self, service: str) -> list[dict[str, float]]:
         """Every replica of `service`'s /metrics page."""
@@ -91,28 +98,41 @@ def _metrics_url(env: dict[str, str], service: str) -> str:
 
 
 @contextmanager
-def scaled_stack(data_dir: Path, lease_seconds: float = 2.0) -> Iterator[ScaledStack]:
+def scaled_stack(
+    data_dir: Path,
+    lease_seconds: float = 2.0,
+    database_url: str | None = None,
+    redis_url: str = SHARED_REDIS,
+    **extra: str,
+) -> Iterator[ScaledStack]:
+    """On a fresh database of the shared Postgres and a key prefix of the shared
+    Redis, unless given a database and a Redis (the soak's own, which it restarts)."""
     prefix = f"test-{uuid.uuid4().hex[:12]}"
     runner_2 = f"127.0.0.1:{free_port()}"
-    with fresh_postgres_database() as url:
+    with ExitStack() as cleanup:
+        url = database_url or cleanup.enter_context(fresh_postgres_database())
         env = stack_env(
             data_dir,
             url,
-            WAYBILL_REDIS_URL=SHARED_REDIS,
+            WAYBILL_REDIS_URL=redis_url,
             WAYBILL_JOURNAL_REDIS_PREFIX=prefix,
             WAYBILL_LEASE_SECONDS=str(lease_seconds),
+            **extra,
         )
         env["WAYBILL_RUNNER_READ_TARGET"] = f"ipv4:{env['WAYBILL_RUNNER_ADDR']},{runner_2}"
         try:
             with running_stack(env, data_dir) as stack:
                 yield _grow(stack, env, url, runner_2)
         finally:
-            drop_redis_keys(SHARED_REDIS, prefix)
+            drop_redis_keys(redis_url, prefix)
 
 
 def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledStack:
     """Start the second replica of every replicated service beside the first."""
     scaled = ScaledStack(stack, url, [stack.url])
+    scaled.replicas["gateway"] = Replica(
+        "gateway", "waybill.gateway.server", {}, f"{stack.url}/metrics", stack.url
+    )
     for service in ("admission", "runner", "journal", "delivery"):
         scaled.replicas[service] = Replica(
             service,
@@ -138,17 +158,16 @@ def _grow(stack: Stack, env: dict[str, str], url: str, runner_2: str) -> ScaledS
         scaled.replicas[name] = Replica(name, module, extra, _metrics_url(extra, service), address)
         scaled.restart(name)
     port = free_port()
-    stack.start_one(
-        "gateway-2",
-        "waybill.gateway.server",
-        {
-            "WAYBILL_HTTP_PORT": str(port),
-            "WAYBILL_ADMISSION_ADDR": admission_2["WAYBILL_ADMISSION_ADDR"],
-            "WAYBILL_JOURNAL_ADDR": journal_2["WAYBILL_JOURNAL_ADDR"],
-        },
-    )
     gateway_2 = f"http://127.0.0.1:{port}"
-    wait_until(lambda: http_ok(gateway_2), "gateway-2 answering")
+    gateway_env = {
+        "WAYBILL_HTTP_PORT": str(port),
+        "WAYBILL_ADMISSION_ADDR": admission_2["WAYBILL_ADMISSION_ADDR"],
+        "WAYBILL_JOURNAL_ADDR": journal_2["WAYBILL_JOURNAL_ADDR"],
+    }
+    scaled.replicas["gateway-2"] = Replica(
+        "gateway-2", "waybill.gateway.server", gateway_env, f"{gateway_2}/metrics", gateway_2
+    )
+    scaled.restart("gateway-2")
     scaled.gateways.append(gateway_2)
     return scaled
 

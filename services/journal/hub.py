@@ -34,11 +34,11 @@ other readers never wait for it.
 If Redis restarts, readers fall back to polling SQL (`WAYBILL_JOURNAL_POLL_SECONDS`)
 and reattach when it is back; appends and closes retry for
 `WAYBILL_JOURNAL_REDIS_RETRY_SECONDS`, then fail with UNAVAILABLE. When Redis has
-lost a run's state, the next append re-seeds it from the SQL log's highest number
-(after this replica's own pending writes of the run are stored), so no number is
-reused. (Left open: another replica's unflushed writes of the same run at the
-very moment Redis loses its state; in practice a takeover comes seconds after the
-last append of the old attempt, long after its write-behind.)
+lost a run's state, the next append re-seeds it from the SQL log's highest number,
+but only once every live journal replica has stored what it numbered before
+(`replicas.py`: a heartbeat per replica in SQL, a Redis incarnation token, and a
+fence on the writes of a replica evicted as dead), so no number is reused and
+none is skipped, whichever replica the takeover appends through.
 
 Retention: an ended run's events are kept `WAYBILL_JOURNAL_RETENTION_SECONDS`
 (7 days) after its end, then deleted by a sweep every

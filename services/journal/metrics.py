@@ -35,7 +35,7 @@ class JournalLag(Collector):
     """Events appended here but not yet durable in SQL (the write-behind's backlog)."""
 
     def collect(self) -> Iterable[Metric]:
-        lag = max(STATS.events_appended - STATS.events_stored, 0)
+        lag = max(STATS.events_appended - STATS.events_stored - STATS.events_abandoned, 0)
         yield GaugeMetricFamily(
             "waybill_journal_lag_events", "Appended events not yet written to SQL.", value=lag
         )

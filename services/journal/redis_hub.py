@@ -20,6 +20,7 @@ from waybill.common.errors import ServiceError, busy
 from waybill.services.journal.followers import Followers
 from waybill.services.journal.hub import HubConfig, gone_error
 from waybill.services.journal.redis_log import UNREACHABLE, Appended, RedisLog
+from waybill.services.journal.replicas import Replicas
 from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore, StoredEvent
 from waybill.services.journal.subscriber import Page, Subscriber, subscription
@@ -36,6 +37,8 @@ class RedisConfig:
     ttl_seconds: float = 600.0  # an ended run's Redis copy is kept this long
     retry_seconds: float = 15.0  # appends and closes retry an unreachable Redis this long
     block_seconds: float = 5.0
+    heartbeat_seconds: float = 1.0  # each replica's beat in `journal_replicas`
+    dead_seconds: float = 5.0  # a replica whose beat stopped this long is evicted
 
 
 @dataclass
@@ -58,15 +61,30 @@ class RedisJournalHub:
         self.writer = WriteBehind(store, config.batch_max, linger_seconds=config.write_linger)
         self.local: dict[str, LocalRun] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.replicas = Replicas(
+            store,
+            self.redis_log,
+            self.writer.wait_all_durable,
+            heartbeat_seconds=redis.heartbeat_seconds,
+            dead_seconds=redis.dead_seconds,
+            wait_seconds=max(redis.retry_seconds, 2 * redis.dead_seconds),
+        )
+        self.writer.fence = self.replicas.replica_id
+        self.writer.on_fenced = self._evicted
 
     def start(self) -> None:
         self.writer.start()
         self._spawn(self._evict_idle_forever())
+        self._spawn(self.replicas.heartbeat_forever())
 
     async def stop(self) -> None:
         for run_id in list(self.local):
             await self.writer.wait_durable(run_id)
         self.writer.stop()
+        try:
+            await self.replicas.leave()
+        except Exception as error:  # its row stays; a later seed evicts it
+            log.warning("journal replica could not leave: %s", error)
         for task in list(self._background):
             task.cancel()
         await self.followers.stop()
@@ -109,10 +127,18 @@ class RedisJournalHub:
         if reply.status == "forgotten":
             raise busy(f"run {run_id} was deleted with its thread")
 
+    def _evicted(self) -> None:
+        """This replica's writes were fenced: what it numbered is not its to go on from."""
+        for local in self.local.values():
+            local.next_seq = 0  # its numbers may be lost: SQL says where runs stand
+        self.replicas.evicted()
+
     async def _seed(self, run_id: str, local: LocalRun) -> None:
         """Start the run's numbering in Redis: a new run, or Redis lost its state.
-        It continues after the SQL log, once this replica's own pending writes of
-        the run are in it."""
+        It continues after the SQL log, once every replica's pending writes from
+        before Redis lost its state are in it (replicas.py)."""
+        incarnation = await self._retrying("seed", self.redis_log.incarnation)
+        await self.replicas.safe_to_seed(incarnation)
         await self.writer.wait_durable(run_id)
         if await self.store.gone(run_id) is not None:
             raise busy(f"run {run_id} was deleted with its thread")
@@ -121,7 +147,10 @@ class RedisJournalHub:
             raise busy(f"run {run_id}: the log is closed")
         next_seq = max(head.next_seq if head else 0, local.next_seq)
         epoch = max(head.epoch if head else 0, local.epoch)
-        if await self._retrying("seed", lambda: self.redis_log.seed(run_id, next_seq, epoch)):
+        seeded = await self._retrying(
+            "seed", lambda: self.redis_log.seed(run_id, next_seq, epoch, incarnation)
+        )
+        if seeded == 1:
             STATS.redis_seeds += 1
             if next_seq > 0:
                 log.warning("run %s: Redis had lost it; numbering resumes at %d", run_id, next_seq)
@@ -292,8 +321,14 @@ class RedisJournalHub:
             return await self._sql_page(run_id, from_seq, limit)
         if found.forgotten:
             return Page([], closed=True)
-        if not found.known or (found.closed and not found.ended and not found.events):
-            # Lost (a restart) or expired in Redis, or not started yet: SQL has it.
+        if (
+            not found.known
+            or found.next_seq is None
+            or (found.closed and not found.ended and not found.events)
+        ):
+            # Lost (a restart) or expired in Redis, or not started yet: SQL has it. (A
+            # close after Redis lost the run leaves its end marker and no numbering:
+            # Redis holds none of its events then.)
             return await self._sql_page(run_id, from_seq, limit)
         if found.events and found.events[0].seq > from_seq:
             # Redis starts later (re-seeded after a restart): the rest is in SQL.

@@ -1,14 +1,19 @@
 """A run's live log in Redis: a hash of its numbering state and a stream of its
 events, changed only through the Lua scripts below (each runs atomically).
 
-Keys (the `{run_id}` hash tag keeps both on one Redis Cluster slot):
+Keys (the `{run_id}` hash tag keeps a run's two on one Redis Cluster slot):
     <prefix>:{<run_id>}:meta    next, epoch, closed, forgotten, token, first, last
     <prefix>:{<run_id>}:events  entry `0-<seq+1>` = event <seq> (fields e, d);
                                 entry `1-0` = the end marker (field end)
+    <prefix>:incarnation        a random token made by the first replica to find it
+                                missing: a new one means Redis lost its state (see
+                                replicas.py); a seed checks it, so it is read beside a
+                                run's keys (one Redis, not a Cluster)
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +54,11 @@ return {'ok', string.format('%d', first), string.format('%d', last)}
 """
 
 # Start a run's numbering at ARGV[1] (epoch floor ARGV[2]) unless it has already
-# started; past whatever the stream still holds. Returns 1 when it started it.
+# started; past whatever the stream still holds. Returns 1 when it started it, -1
+# when Redis is no longer incarnation ARGV[3] (it lost its state again meanwhile).
 SEED = """
 local meta, stream = KEYS[1], KEYS[2]
+if redis.call('GET', KEYS[3]) ~= ARGV[3] then return -1 end
 if redis.call('HEXISTS', meta, 'next') == 1 then return 0 end
 local next_seq = tonumber(ARGV[1])
 local closed = '0'
@@ -67,6 +74,13 @@ end
 redis.call('HSET', meta, 'next', string.format('%d', next_seq), 'closed', closed)
 if redis.call('HEXISTS', meta, 'epoch') == 0 then redis.call('HSET', meta, 'epoch', ARGV[2]) end
 return 1
+"""
+
+# This Redis's incarnation, made (ARGV[1]) if it has none: a Redis without it has
+# lost (or never had) the state of every run.
+INCARNATION = """
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
 """
 
 # ARGV: epoch, milliseconds to keep the keys. Refuses later appends, adds the end
@@ -143,6 +157,8 @@ class RedisLog:
         self._seed = self.client.register_script(SEED)
         self._close = self.client.register_script(CLOSE)
         self._forget = self.client.register_script(FORGET)
+        self._incarnation = self.client.register_script(INCARNATION)
+        self.incarnation_key = f"{prefix}:incarnation"
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -165,8 +181,14 @@ class RedisLog:
             return Appended(status, current_epoch=int(reply[1]))
         return Appended(status)
 
-    async def seed(self, run_id: str, next_seq: int, epoch: int) -> bool:
-        return bool(await self._seed(keys=self.keys(run_id), args=[next_seq, epoch]))
+    async def incarnation(self) -> str:
+        reply = await self._incarnation(keys=[self.incarnation_key], args=[uuid.uuid4().hex])
+        return reply.decode() if isinstance(reply, bytes) else str(reply)
+
+    async def seed(self, run_id: str, next_seq: int, epoch: int, incarnation: str) -> int:
+        """1: seeded; 0: seeded already; -1: Redis is no longer `incarnation`."""
+        keys = [*self.keys(run_id), self.incarnation_key]
+        return int(await self._seed(keys=keys, args=[next_seq, epoch, incarnation]))
 
     async def close(self, run_id: str, epoch: int, keep_seconds: float) -> str:
         reply = await self._close(keys=self.keys(run_id), args=[epoch, _ms(keep_seconds)])

@@ -173,6 +173,8 @@ def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJourn
         ttl_seconds=settings.journal_redis_ttl_seconds,
         retry_seconds=settings.journal_redis_retry_seconds,
         block_seconds=settings.journal_redis_block_seconds,
+        heartbeat_seconds=settings.journal_heartbeat_seconds,
+        dead_seconds=settings.journal_replica_dead_seconds,
     )
     return RedisJournalHub(store, config, redis)
 

@@ -21,6 +21,10 @@ class JournalStats:
     # Events a Flush copied from Redis to SQL: their replica never wrote them (it
     # stopped before its write-behind did).
     events_repaired: int = 0
+    # Journal replicas this one evicted (their heartbeat stopped) while Redis had
+    # lost its state, and events this one did not store because it had been evicted.
+    replicas_evicted: int = 0
+    events_abandoned: int = 0
     runs_expired: int = 0  # logs deleted by this process's retention sweep
 
     def as_dict(self) -> dict[str, int]:

@@ -102,6 +102,17 @@ expired_runs = Table(
     Column("expired_at", DateTime(timezone=True), nullable=False),
 )
 
+# The live journal replicas on Redis (see replicas.py): the Redis incarnation each
+# has stored everything from before, and a heartbeat count that changes while it lives.
+journal_replicas = Table(
+    "journal_replicas",
+    metadata,
+    Column("replica_id", String(36), primary_key=True),
+    Column("incarnation", String(64)),
+    Column("beats", BigInteger, nullable=False),
+    Column("joined_at", DateTime(timezone=True), nullable=False),
+)
+
 FORGOTTEN = "forgotten"  # deleted with its thread
 EXPIRED = "expired"  # swept after the retention period
 
@@ -141,6 +152,18 @@ class SqlPage:
     events: list[StoredEvent]
     closed: bool  # the log is complete and `events` reach its end
     gone: str | None = None
+
+
+class Fenced(Exception):
+    """This replica was declared dead by another (see replicas.py): it may store nothing
+    it numbered before, since the run's numbering may have gone on without it."""
+
+
+@dataclass(frozen=True)
+class Member:
+    replica_id: str
+    incarnation: str | None
+    beats: int
 
 
 class BatchRow(NamedTuple):
@@ -253,15 +276,28 @@ class JournalStore:
         events, _complete = events_of(run_id, rows)
         return StoredLog(epoch=state.epoch, closed=state.closed_at is not None, events=events)
 
-    async def write(self, events: list[StoredEvent], opened: dict[str, int]) -> None:
+    async def write(
+        self, events: list[StoredEvent], opened: dict[str, int], fence: str | None = None
+    ) -> None:
         """Insert events (each run's in order) as batch rows; `opened` holds runs
         (with epoch) seen for the first time.
 
         Rows already there are left alone: another journal replica may have opened
-        the same run's log (a takeover), and a retried batch may have committed."""
+        the same run's log (a takeover), and a retried batch may have committed.
+        With `fence` (this replica's id), the write is refused (`Fenced`) once the
+        replica is no longer a member: the row is read under a share lock, so an
+        eviction waits for a write under way, or the write sees the eviction."""
         now = codec.now_utc()
         rows = batch_rows(events)  # packed before the transaction: it holds SQLite's lock
         async with self.engine.begin() as conn:
+            if fence is not None:
+                member = (
+                    select(journal_replicas.c.replica_id)
+                    .where(journal_replicas.c.replica_id == fence)
+                    .with_for_update(read=True)
+                )
+                if (await conn.execute(member)).first() is None:
+                    raise Fenced(fence)
             if opened:
                 await conn.execute(
                     self.dialect_insert(run_logs).on_conflict_do_nothing(),
@@ -307,6 +343,47 @@ class JournalStore:
                     [{"run_id": run_id, "forgotten_at": now} for run_id in fresh],
                 )
         return had_log
+
+    # ---- journal replicas (see replicas.py) ------------------------------------------
+
+    async def join(self, replica_id: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                self.dialect_insert(journal_replicas)
+                .values(replica_id=replica_id, incarnation=None, beats=0, joined_at=codec.now_utc())
+                .on_conflict_do_nothing()
+            )
+
+    async def heartbeat(self, replica_id: str, incarnation: str | None) -> bool:
+        """Count a beat and record the incarnation; False when the replica was evicted."""
+        async with self.engine.begin() as conn:
+            beat = await conn.execute(
+                update(journal_replicas)
+                .where(journal_replicas.c.replica_id == replica_id)
+                .values(incarnation=incarnation, beats=journal_replicas.c.beats + 1)
+            )
+        return bool(beat.rowcount)
+
+    async def members(self) -> list[Member]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(journal_replicas))).all()
+        return [Member(row.replica_id, row.incarnation, row.beats) for row in rows]
+
+    async def evict(self, replica_id: str, beats: int) -> bool:
+        """Remove a replica whose heartbeat stopped at `beats`; False if it beat since."""
+        async with self.engine.begin() as conn:
+            gone = await conn.execute(
+                delete(journal_replicas).where(
+                    journal_replicas.c.replica_id == replica_id, journal_replicas.c.beats == beats
+                )
+            )
+        return bool(gone.rowcount)
+
+    async def leave(self, replica_id: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(journal_replicas).where(journal_replicas.c.replica_id == replica_id)
+            )
 
     # ---- reads that do not load a whole log ----------------------------------------
 

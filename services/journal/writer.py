@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from waybill.services.journal.stats import STATS
-from waybill.services.journal.store import JournalStore, StoredEvent
+from waybill.services.journal.store import Fenced, JournalStore, StoredEvent
 
 log = logging.getLogger("waybill.journal")
 
@@ -68,6 +69,10 @@ class WriteBehind:
         self._hurry = asyncio.Event()  # stop lingering: a batch is full, or a flush waits
         self._durable = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        # With Redis: this replica's id, fencing its writes (see replicas.py), and
+        # what to do when they are refused.
+        self.fence: str | None = None
+        self.on_fenced: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._write_forever(), name="journal-writer")
@@ -108,6 +113,11 @@ class WriteBehind:
             await self._durable.wait_for(lambda: durability.dropped or durability.settled)
         return durability.durable
 
+    async def wait_all_durable(self) -> None:
+        """Wait until everything queued so far, of every run, is stored."""
+        for run_id in list(self.runs):
+            await self.wait_durable(run_id)
+
     async def drop(self, run_id: str) -> None:
         """Store nothing more of this run (its log was deleted); release waiters."""
         durability = self.run(run_id)
@@ -146,6 +156,21 @@ class WriteBehind:
         durability = self.runs.get(run_id)
         return durability is None or durability.dropped
 
+    async def _abandon(self, refused: int) -> None:
+        """This replica was evicted: what it still holds may be numbered over by now,
+        so none of it is stored. Waiters are released (a flush then checks SQL)."""
+        while not self._pending.empty():
+            refused += len(self._pending.get_nowait())
+        self._queued = 0
+        log.error("journal replica evicted: %d events it numbered are not stored", refused)
+        STATS.events_abandoned += refused
+        async with self._durable:
+            for durability in self.runs.values():
+                durability.dropped = True
+            self.runs.clear()
+            self._durable.notify_all()
+        self.on_fenced()
+
     async def _write(self, appends: list[list[StoredEvent]]) -> None:
         opened: dict[str, int] = {}
         for events in appends:
@@ -154,7 +179,10 @@ class WriteBehind:
                 opened[events[0].run_id] = durability.epoch
         batch = [event for events in appends for event in events]
         try:
-            await self.store.write(batch, opened)
+            await self.store.write(batch, opened, self.fence)
+        except Fenced:
+            await self._abandon(len(batch))
+            return
         except Exception:
             log.exception("journal write failed for %d events; retrying", len(batch))
             for events in appends:

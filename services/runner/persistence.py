@@ -32,7 +32,8 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
     if settings.database_url:
         from waybill.services.runner.savers import PostgresSaver
 
-        async with PostgresSaver.from_conn_string(url) as saver:
+        async with postgres_pool(url, settings) as pool:
+            saver = PostgresSaver(conn=pool)
             if setup:
                 await saver.setup()
             yield saver
@@ -46,6 +47,27 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
                 await sqlite_saver.setup()
             await relax_sync(sqlite_saver.conn)
             yield sqlite_saver
+
+
+@contextlib.asynccontextmanager
+async def postgres_pool(url: str, settings: Settings) -> AsyncIterator[Any]:
+    """Connections as LangGraph's savers and stores want them, checked each time one
+    is taken: a connection a Postgres restart dropped is replaced, where LangGraph's
+    `from_conn_string` holds one connection for the process's life (every run
+    after a restart would fail on it)."""
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    pool: Any = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(1, settings.db_pool_size),
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+    )
+    async with pool:
+        yield pool
 
 
 @contextlib.asynccontextmanager
@@ -69,11 +91,12 @@ async def _postgres_store(
 
     url = settings.checkpointer_url()
     native = config.index is not None and await _has_pgvector(url)
-    async with AsyncPostgresStore.from_conn_string(
-        url,
-        index=cast(Any, config.index) if native else None,  # PostgresIndexConfig extends it
-        ttl=config.ttl,
-    ) as plain:
+    async with postgres_pool(url, settings) as pool:
+        plain = AsyncPostgresStore(
+            conn=pool,
+            index=cast(Any, config.index) if native else None,  # PostgresIndexConfig extends it
+            ttl=config.ttl,
+        )
         store: Any = plain
         if config.index is not None and not native:
             store = SimilarityStore(plain, config.index)  # pgvector absent: rank in Python
