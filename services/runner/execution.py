@@ -113,7 +113,10 @@ class RunExecution:
         if self.cancel_action is None:
             self.cancel_action = action
         calls = self.tool_calls
-        if calls is None or calls.drained.is_set() or self._graph_task is None:
+        # A rollback removes everything the run wrote, a tool's recorded result with
+        # it: nothing is gained by waiting for one, so it cuts at once.
+        rolling_back = self.cancel_action == CancelAction.ROLLBACK
+        if calls is None or calls.drained.is_set() or self._graph_task is None or rolling_back:
             self._cut()
             return
         calls.stop()
