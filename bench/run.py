@@ -11,6 +11,8 @@ concurrent: N token streams at once, aggregate events/s, in-process and gateway.
 idle: resident memory of every stack process with N idle streams open.
 admission: background runs created per second at a fixed concurrency, on fresh
 threads, embedded and Postgres; p50/p99 of `POST /threads/{tid}/runs`.
+short: many short runs, embedded and Postgres + Redis: admitted/s and POST p99
+while they execute, CPU per run per process, `/runs/wait` runs/s, first token.
 Every figure of streaming, cancel and takeover is a median over the repetitions.
 """
 
@@ -36,6 +38,7 @@ from bench import (
     concurrent,
     idle_streams,
     in_process,
+    short_runs,
     takeover,
     through_gateway,
 )
@@ -55,7 +58,15 @@ from tests.stacks import running_stack, stack_env
 
 TimeRun = Callable[[int], RunTiming]
 
-MEASUREMENTS = ("streaming", "concurrent", "idle", "cancel", "takeover", "admission")
+MEASUREMENTS = (
+    "streaming",
+    "concurrent",
+    "idle",
+    "cancel",
+    "takeover",
+    "admission",
+    "short",
+)
 
 
 def measurement_names(text: str) -> list[str]:
@@ -132,6 +143,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=list(admission.BACKENDS),
         metavar="NAMES",
         help=f"admission: comma-separated backends (default: {','.join(admission.BACKENDS)})",
+    )
+    parser.add_argument(
+        "--short-runs", type=int, default=200, help="short: background runs per backend"
+    )
+    parser.add_argument(
+        "--short-concurrency", type=int, default=10, help="short: POSTs in flight at once"
+    )
+    parser.add_argument("--wait-runs", type=int, default=50, help="short: runs/wait calls")
+    parser.add_argument(
+        "--wait-concurrency", type=int, default=5, help="short: runs/wait calls in flight"
     )
     parser.add_argument(
         "--drain-timeout",
@@ -310,6 +331,18 @@ def measure_admission(args: argparse.Namespace) -> dict[str, Any]:
     return {r.backend: {**r.as_dict(), "load_average_1m": loads[r.backend]} for r in results}
 
 
+def measure_short(args: argparse.Namespace) -> dict[str, Any]:
+    print(
+        f"\n== short: {args.short_runs} background /tokens {short_runs.TOKENS} runs, "
+        f"{args.short_concurrency} POSTs in flight; {args.wait_runs} runs/wait, "
+        f"{args.wait_concurrency} in flight; first token, median of {args.repetitions}",
+        flush=True,
+    )
+    document = short_runs.measure(args)
+    print(f"\n{short_runs.table(document)}")
+    return document
+
+
 def show(result: Latencies) -> dict[str, Any]:
     print(f"\n{latency_table(result)}")
     return latency_document(result)
@@ -341,6 +374,8 @@ def main(argv: list[str] | None = None) -> None:
         document["takeover"] = measure_takeover(args)
     if "admission" in args.only:
         document["admission"] = measure_admission(args)
+    if "short" in args.only:
+        document["short"] = measure_short(args)
     print(f"\nbench took {time.perf_counter() - started:.1f} s (stack start-ups included)")
     if args.json:
         write_json(args.json, document)
