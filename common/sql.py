@@ -7,6 +7,9 @@ hands it through the Alembic config."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ from alembic import command, context
 from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from waybill.common import codec, sqlite_driver
 from waybill.common.settings import Settings
@@ -93,10 +96,39 @@ def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> Async
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
-        return engine
+        return SqliteEngine(engine.sync_engine)
     return create_async_engine(
         url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True, **JSON_CODEC
     )
+
+
+class SqliteEngine(AsyncEngine):
+    """An SQLite engine whose write transactions (`begin()`) take turns in this
+    process, handed over by the event loop.
+
+    SQLite has one writer per file. Without the turn, a second transaction's
+    first write waits in SQLite's busy handler, which sleeps in steps of up to
+    100 ms whatever the first one does; and while an event loop is busy a
+    transaction of a few statements holds the lock for tens of milliseconds.
+    Reads (`connect()`) do not take a turn: WAL lets them run beside the writer."""
+
+    def __init__(self, sync_engine: Any) -> None:
+        super().__init__(sync_engine)
+        self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        async with self._turn(), super().begin() as connection:
+            yield connection
+
+    def _turn(self) -> asyncio.Lock:
+        # One lock per event loop: tests and tools run an engine under several loops.
+        loop = asyncio.get_running_loop()
+        turn = self._turns.get(loop)
+        if turn is None:
+            self._turns = {loop: asyncio.Lock()}  # a closed loop's lock is dropped
+            turn = self._turns[loop]
+        return turn
 
 
 def version_table(service: str) -> str:
