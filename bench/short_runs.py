@@ -166,9 +166,7 @@ def measure_backend(backend: str, args: Any) -> dict[str, Any]:
         probe = probe_of(stack)
         # A few runs first, so that no part pays for the stack's first imports.
         asyncio.run(background(stack.url, probe, 10, 5))
-        result = asyncio.run(
-            background(stack.url, probe, args.short_runs, args.short_concurrency)
-        )
+        result = asyncio.run(background(stack.url, probe, args.short_runs, args.short_concurrency))
         wait = asyncio.run(waits(stack.url, args.wait_runs, args.wait_concurrency))
         tokens = first_tokens(stack.url, args.repetitions, args.run_timeout)
     return {
