@@ -406,6 +406,9 @@ class Settings(BaseSettings):
 
     idempotency_seconds: float = 86400.0  # how long an Idempotency-Key is remembered
     runner_slots: int = 8
+    # The runner's scheduling priority (nice, 0-19): on a machine it shares with
+    # admission and the gateway, runs executing yield the CPU to runs being admitted.
+    runner_nice: int = Field(default=10, ge=0, le=19)
     lease_seconds: float = 30.0  # a claimed run is the runner's for this long without renewal
     lease_renew_seconds: float | None = None  # default: a third of the lease
     max_attempts: int = 3  # takeovers after lost leases, then the run ends `error`
@@ -450,7 +453,7 @@ class Settings(BaseSettings):
     journal_write_linger_seconds: float = 0.01
     # A run's typed records (LLM/tool lifecycle, usage) wait this long to be sent
     # in one batch, off the path of the run's first token; the run's end sends at once.
-    record_linger_seconds: float = 0.05
+    record_linger_seconds: float = 1.0
     # ---- journal: live fan-out, replay, retention (see services/journal/hub.py) ----
     # Events a live subscriber may have waiting; past that it is counted as an
     # overflow and catches up from the log instead, so it never slows anyone.

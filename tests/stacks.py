@@ -131,6 +131,9 @@ def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> 
         # A cancel cuts a tool executing after this (test_tool_calls.py sets its own).
         "WAYBILL_CANCEL_GRACE_SECONDS": "0.2",
         "WAYBILL_SSE_HEARTBEAT_SECONDS": "1",
+        # Test stacks share the machine with each other: a runner at the default nice
+        # (10) waits behind every other stack's processes (test_lifecycle checks it).
+        "WAYBILL_RUNNER_NICE": "0",
         "WAYBILL_WAIT_KEEPALIVE_SECONDS": "0.5",
         "WAYBILL_GRAPHS": str(TEST_GRAPHS),
         **extra,

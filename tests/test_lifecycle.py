@@ -57,8 +57,10 @@ def _children(pid: int) -> dict[int, str]:
 
 @contextmanager
 def launched(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """`python -m waybill.common.launch` (`make run`), ready; killed if a test leaves it."""
+    """`python -m waybill.common.launch` (`make run`), ready; killed if a test leaves it.
+    The runner's priority is left at its default."""
     env = {**os.environ, **stack_env(tmp_path)}
+    del env["WAYBILL_RUNNER_NICE"]
     launcher = subprocess.Popen(
         [sys.executable, "-m", "waybill.common.launch"],
         env=env,
@@ -100,6 +102,18 @@ def test_launcher_stops_every_service_on_sigterm(tmp_path: Path) -> None:
     with launched(tmp_path) as launcher:
         children = _children(launcher.pid)
         assert len(children) == 5
+        # Runs executing yield the CPU to runs being admitted (settings.runner_nice).
+        priorities = {
+            args.split(" -m ", 1)[1].split()[0]: os.getpriority(os.PRIO_PROCESS, pid)
+            for pid, args in children.items()
+        }
+        assert priorities == {
+            "waybill.services.runner.server": 10,
+            "waybill.services.admission.server": 0,
+            "waybill.services.journal.server": 0,
+            "waybill.services.delivery.server": 0,
+            "waybill.gateway.server": 0,
+        }
         launcher.send_signal(signal.SIGTERM)  # a supervisor stopping `make run`
 
         rest, _ = launcher.communicate(timeout=60)

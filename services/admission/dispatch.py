@@ -163,8 +163,7 @@ class RunnerPool:
 
     async def seconds_to_next_timer(self) -> float | None:
         """Seconds until the next lease expiry or delayed start; None: neither waits."""
-        moments = [await self.store.next_lease_expiry(), await self.store.next_delayed_start()]
-        due = [codec.aware_utc(moment) for moment in moments if moment is not None]
+        due = [codec.aware_utc(moment) for moment in await self.store.next_timers()]
         return seconds_until(min(due, default=None))
 
     async def _dispatch_pending(self) -> None:

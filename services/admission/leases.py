@@ -400,22 +400,22 @@ class LeaseStore:
 
     # ---- the dispatcher's timers -------------------------------------------------
 
-    async def next_lease_expiry(self) -> datetime | None:
+    async def next_timers(self) -> list[datetime]:
+        """When the dispatcher must look by itself: the next lease expiry and the
+        next delayed run (`after_seconds`) becoming due, where there is one. One
+        statement: the loop asks after every pass."""
+        lease_expiry = select(func.min(runs.c.lease_expires_at)).where(
+            runs.c.status.in_(ACTIVE_RUN_STATUSES), runs.c.lease_owner.is_not(None)
+        )
+        delayed_start = select(func.min(runs.c.created_at)).where(
+            runs.c.status == PENDING,
+            runs.c.cancel_action.is_(None),
+            runs.c.created_at > codec.now_utc(),
+        )
+        query = select(lease_expiry.scalar_subquery(), delayed_start.scalar_subquery())
         async with self.engine.connect() as conn:
-            query = select(func.min(runs.c.lease_expires_at)).where(
-                runs.c.status.in_(ACTIVE_RUN_STATUSES), runs.c.lease_owner.is_not(None)
-            )
-            return (await conn.execute(query)).scalar()
-
-    async def next_delayed_start(self) -> datetime | None:
-        """When the next delayed run (`after_seconds`) becomes due, if one waits."""
-        async with self.engine.connect() as conn:
-            query = select(func.min(runs.c.created_at)).where(
-                runs.c.status == PENDING,
-                runs.c.cancel_action.is_(None),
-                runs.c.created_at > codec.now_utc(),
-            )
-            return (await conn.execute(query)).scalar()
+            row = (await conn.execute(query)).one()
+        return [moment for moment in row if moment is not None]
 
     async def wake_replicas(self) -> None:
         """Wake every admission replica's dispatcher: a runner went away, and the

@@ -496,10 +496,12 @@ ROWS = select(
 
 
 async def _gone(conn: AsyncConnection, run_id: str) -> str | None:
-    forgotten = select(forgotten_runs.c.run_id).where(forgotten_runs.c.run_id == run_id)
-    if (await conn.execute(forgotten)).first() is not None:
+    """Both tombstones in one statement: a live run's every write asks."""
+    forgotten = exists().where(forgotten_runs.c.run_id == run_id)
+    expired = exists().where(expired_runs.c.run_id == run_id)
+    row = (await conn.execute(select(forgotten, expired))).one()
+    if row[0]:
         return FORGOTTEN
-    expired = select(expired_runs.c.run_id).where(expired_runs.c.run_id == run_id)
-    if (await conn.execute(expired)).first() is not None:
+    if row[1]:
         return EXPIRED
     return None

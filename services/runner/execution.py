@@ -369,7 +369,10 @@ class RunExecution:
         )
 
     async def _forget_calls(self) -> None:
-        """The run has ended: no later attempt will ask its calls' record."""
+        """The run has ended: no later attempt will ask its calls' record. A first
+        attempt that stored none has nothing to delete (no transaction then)."""
+        if self.run.attempt <= 1 and not (self.tool_calls and self.tool_calls.recorded):
+            return
         try:
             await self.store.tool_calls.forget_run(self.run.run_id)
         except Exception as error:  # its thread's deletion removes them too

@@ -103,6 +103,7 @@ class ModelRecord:
         result_type, blob = calls.serde.dumps_typed(response)
         call = CallKey(calls.run_id, calls.thread_id, key, "model", "model")
         try:
+            calls.recorded = True
             await calls.store.put_finished(call, calls.fence.epoch, result_type, blob)
         except Exception as error:  # a lost record costs tokens on a takeover, no more
             log.warning("run %s: model call not recorded: %s", calls.run_id, error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -364,6 +365,7 @@ def prepare_project(settings: Settings) -> None:
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
+    os.nice(settings.runner_nice)  # see the setting; 0 changes nothing
     prepare_project(settings)
     register(StatsCollector("waybill_runner", STATS, {}))
     settings.prices()  # a bad price table stops the runner here, not at each run's end

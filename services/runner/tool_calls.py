@@ -110,6 +110,8 @@ class ToolCalls:
         self.serde = serde  # the checkpointer's: results are stored as checkpoints are
         self.emit = emit
         self.in_flight: dict[str, str] = {}  # call id -> tool name
+        # Whether this attempt may have stored a record (set before the write).
+        self.recorded = False
         self.drained = asyncio.Event()  # set whenever no call is executing
         self.drained.set()
         self.stopping = False
@@ -153,6 +155,7 @@ class ToolCalls:
             return False, None
         self.fence.check("a tool call's start")
         key = CallKey(self.run_id, self.thread_id, call_id, "tool", name)
+        self.recorded = True
         if await self.store.start(key, self.fence.epoch):
             self._enter(call_id, name)
             return False, None
