@@ -251,18 +251,22 @@ class OutboxStore:
             await conn.execute(insert(webhook_subscriptions).values(**subscription.__dict__))
 
     async def subscriptions(self, scope: str, scope_id: str) -> list[SubscriptionRow]:
+        return await self.subscriptions_of([(scope, scope_id)])
+
+    async def subscriptions_of(self, scopes: list[tuple[str, str]]) -> list[SubscriptionRow]:
+        """The subscriptions of every (scope, scope id), in `scopes`' order and, within
+        a scope, oldest first; one statement (every receipt asks)."""
+        if not scopes:
+            return []
+        table = webhook_subscriptions
+        wanted = [and_(table.c.scope == scope, table.c.scope_id == one) for scope, one in scopes]
         async with self.engine.connect() as conn:
             rows = (
-                await conn.execute(
-                    select(webhook_subscriptions)
-                    .where(
-                        webhook_subscriptions.c.scope == scope,
-                        webhook_subscriptions.c.scope_id == scope_id,
-                    )
-                    .order_by(webhook_subscriptions.c.created_at)
-                )
+                await conn.execute(select(table).where(or_(*wanted)).order_by(table.c.created_at))
             ).all()
-        return [SubscriptionRow(**row._mapping) for row in rows]
+        found = [SubscriptionRow(**row._mapping) for row in rows]
+        order = {scope: index for index, scope in enumerate(scopes)}
+        return sorted(found, key=lambda row: order[(row.scope, row.scope_id)])
 
     async def unsubscribe(self, scope: str, scope_id: str, subscription_id: str) -> None:
         async with self.engine.begin() as conn:

@@ -23,10 +23,9 @@ async def owed_webhooks(
     targets: list[tuple[str, str]] = []
     if request.webhook:
         targets.append((request.webhook, "run"))
-    for scope, scope_id in (("thread", request.thread_id), ("assistant", request.assistant_id)):
-        if scope_id:
-            subscriptions = await outbox.subscriptions(scope, scope_id)
-            targets.extend((s.url, scope) for s in subscriptions)
+    scopes = [("thread", request.thread_id), ("assistant", request.assistant_id)]
+    subscriptions = await outbox.subscriptions_of([(s, one) for s, one in scopes if one])
+    targets.extend((s.url, s.scope) for s in subscriptions)
     seen: set[str] = set()
     owed = []
     for url, source in targets:
