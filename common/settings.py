@@ -358,6 +358,9 @@ class Settings(BaseSettings):
     # Each service's Postgres connections: this many kept, and up to overflow more.
     db_pool_size: int = 5
     db_max_overflow: int = 10
+    # A pooled Postgres connection idle this long is pinged before use (sql.py): any
+    # restart of the server takes longer, so a connection it killed is found.
+    db_ping_idle_seconds: float = 0.1
     graphs: Path | None = None  # a langgraph.json whose `graphs` section is served
     builtin_graphs: bool = True  # false: only the project's graphs (no lead_agent)
     config: Path | None = None  # the YAML file (models, …)

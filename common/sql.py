@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from alembic import command, context
 from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from waybill.common import codec, sqlite_driver
@@ -76,10 +78,14 @@ ASYNCPG_UNREACHABLE = {
 
 def service_engine(settings: Settings, url: str) -> AsyncEngine:
     """A service's SQL engine for `url`, with this deployment's pool size."""
-    return create_engine(url, settings.db_pool_size, settings.db_max_overflow)
+    return create_engine(
+        url, settings.db_pool_size, settings.db_max_overflow, settings.db_ping_idle_seconds
+    )
 
 
-def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> AsyncEngine:
+def create_engine(
+    url: str, pool_size: int = 5, max_overflow: int = 10, ping_idle_seconds: float = 0.1
+) -> AsyncEngine:
     """SQLite for the embedded default, else Postgres with a bounded pool: every
     service's pool counts against the server's `max_connections`."""
     if url.startswith("sqlite"):
@@ -97,9 +103,38 @@ def create_engine(url: str, pool_size: int = 5, max_overflow: int = 10) -> Async
             cursor.close()
 
         return SqliteEngine(engine.sync_engine)
-    return create_async_engine(
-        url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True, **JSON_CODEC
-    )
+    engine = create_async_engine(url, pool_size=pool_size, max_overflow=max_overflow, **JSON_CODEC)
+    ping_when_idle(engine, ping_idle_seconds)
+    return engine
+
+
+def ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
+    """Ping a pooled connection before use only when it sat idle `idle_seconds`.
+
+    A ping on every checkout (`pool_pre_ping`) is one more round trip per
+    transaction. A connection in steady use needs none: if the server went away
+    under it, its statement fails, and SQLAlchemy then recycles every connection
+    opened before that failure. One that sat idle through a restart is pinged,
+    and a dead one is replaced before anyone uses it."""
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _checked_in(_dbapi_connection, record):  # type: ignore[no-untyped-def]
+        record.info[CHECKED_IN_AT] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _checked_out(dbapi_connection, record, _proxy):  # type: ignore[no-untyped-def]
+        checked_in_at = record.info.pop(CHECKED_IN_AT, None)
+        if checked_in_at is None or time.monotonic() - checked_in_at < idle_seconds:
+            return  # new, or in steady use
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            # The pool drops this connection and checks out another.
+            raise DisconnectionError(f"an idle connection was gone: {error}") from error
+
+
+# Where a pooled connection's record keeps when it was last checked in.
+CHECKED_IN_AT = "waybill_checked_in_at"
 
 
 class SqliteEngine(AsyncEngine):
