@@ -408,7 +408,7 @@ class Settings(BaseSettings):
     runner_read_backoff_seconds: float = 0.2
 
     idempotency_seconds: float = 86400.0  # how long an Idempotency-Key is remembered
-    runner_slots: int = 8
+    runner_slots: int = 10  # as LangGraph Platform's N_JOBS_PER_WORKER
     # The runner's scheduling priority (nice, 0-19): on a machine it shares with
     # admission and the gateway, runs executing yield the CPU to runs being admitted.
     runner_nice: int = Field(default=10, ge=0, le=19)

@@ -121,7 +121,7 @@ def _claimable(now: datetime, is_postgres: bool) -> Select[Any]:
         )
     )
     query = (
-        select(runs.c.run_id)
+        select(runs)
         .where(
             or_(
                 and_(
@@ -167,10 +167,9 @@ class LeaseStore:
         while True:
             now = codec.now_utc()
             async with self.engine.begin() as conn:
-                run_id = (await conn.execute(_claimable(now, self.is_postgres))).scalar()
-                if run_id is None:
+                row = (await conn.execute(_claimable(now, self.is_postgres))).first()
+                if row is None:
                     return None
-                row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
                 if row.attempt > max_attempts:  # even its hand-off to be ended failed
                     reason = (
                         f"gave up after {row.attempt} attempts (at most {max_attempts}): "
@@ -182,7 +181,7 @@ class LeaseStore:
                     ended = False
                     claimed = await self._claim(conn, row, runner_id, lease_seconds, max_attempts)
             if ended:
-                self.on_ended(str(run_id))
+                self.on_ended(str(row.run_id))
             if claimed is not None:
                 return claimed
 
