@@ -4,6 +4,7 @@ that survives the caller that started it going away."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,7 @@ import grpc
 import pytest
 from sqlalchemy import func, select
 
-from tests.stacks import SHARED_REDIS, free_port
+from tests.stacks import SHARED_REDIS, free_port, fresh_postgres_database
 from waybill.common.errors import ServiceError
 from waybill.common.sql import create_engine
 from waybill.services.journal.hub import END, HubConfig, JournalHub
@@ -446,3 +447,35 @@ async def test_redis_out_of_reach_is_unavailable_without_its_address(store: Jour
     assert raised.value.code == grpc.StatusCode.UNAVAILABLE
     assert raised.value.message == "journal append: Redis unreachable"
     assert address not in raised.value.message
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_log_is_closed_once_and_keeps_its_first_close(backend: str, tmp_path: Path) -> None:
+    """Closing opens a log no event opened; a second close (a retry, admission's
+    closer after the runner's) is refused and changes nothing."""
+    with contextlib.ExitStack() as scope:
+        url = (
+            f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"
+            if backend == "sqlite"
+            else scope.enter_context(fresh_postgres_database())
+        )
+        closing = JournalStore(create_engine(url))
+        await closing.migrate()
+        try:
+            never_written, written = str(uuid.uuid4()), str(uuid.uuid4())
+            await closing.write(token_frames(written, 0, 3), {written: 2})
+            assert await closing.mark_closed(never_written, 1)
+            assert await closing.mark_closed(written, 2)
+            first = await closed_rows(closing)
+            assert set(first) == {never_written, written}
+            assert not await closing.mark_closed(written, 3)
+            assert not await closing.mark_closed(never_written, 1)
+            assert await closed_rows(closing) == first  # epochs and close times as they were
+        finally:
+            await closing.engine.dispose()
+
+
+async def closed_rows(store: JournalStore) -> dict[str, tuple[int, Any]]:
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(select(run_logs))).all()
+    return {row.run_id: (row.epoch, row.closed_at) for row in rows if row.closed_at is not None}

@@ -309,17 +309,18 @@ class JournalStore:
     async def mark_closed(self, run_id: str, epoch: int) -> bool:
         """Close the run's log (opening it first if no event was ever stored).
         False when it was closed already: its end time stays the first close's."""
+        now = codec.now_utc()
+        close = (
+            self.dialect_insert(run_logs)
+            .values(run_id=run_id, epoch=epoch, closed_at=now)
+            .on_conflict_do_update(
+                index_elements=[run_logs.c.run_id],
+                set_={"closed_at": now, "epoch": epoch},
+                where=run_logs.c.closed_at.is_(None),
+            )
+        )
         async with self.engine.begin() as conn:
-            await conn.execute(
-                self.dialect_insert(run_logs)
-                .values(run_id=run_id, epoch=epoch, closed_at=None)
-                .on_conflict_do_nothing()
-            )
-            closed = await conn.execute(
-                update(run_logs)
-                .where(run_logs.c.run_id == run_id, run_logs.c.closed_at.is_(None))
-                .values(closed_at=codec.now_utc(), epoch=epoch)
-            )
+            closed = await conn.execute(close)  # one statement: opened and closed, or closed
         return bool(closed.rowcount)
 
     async def forget(self, run_ids: list[str]) -> int:
