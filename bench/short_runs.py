@@ -33,6 +33,7 @@ from bench.cpu import CpuProbe, postgres_probe, spent_per_run, stack_probe
 from bench.timing import BenchError, token_input
 from tests.stacks import stack_in_mode
 from waybill.common.launch import Stack
+from waybill.common.settings import Settings
 
 BACKENDS = {"embedded": "sqlite", "postgres": "postgres"}
 TERMINAL = {"success", "error", "timeout", "interrupted"}
@@ -158,10 +159,17 @@ def probe_of(stack: Stack) -> CpuProbe:
     return lambda: {**processes(), **database()}
 
 
+def shipped_defaults() -> dict[str, str]:
+    """What the test stacks change and a user's stack does not: the runner's priority
+    (tests.stacks sets 0; builds before that setting have none)."""
+    field = Settings.model_fields.get("runner_nice")
+    return {} if field is None else {"WAYBILL_RUNNER_NICE": str(field.default)}
+
+
 def measure_backend(backend: str, args: Any) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory(prefix="waybill-bench-") as tmp,
-        stack_in_mode(BACKENDS[backend], Path(tmp)) as stack,
+        stack_in_mode(BACKENDS[backend], Path(tmp), **shipped_defaults()) as stack,
     ):
         probe = probe_of(stack)
         # A few runs first, so that no part pays for the stack's first imports.
