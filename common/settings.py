@@ -238,10 +238,14 @@ class ConfigFile(BaseSettings):
     summarization: SummarizationSection = Field(default_factory=SummarizationSection)
     titles: TitlesSection = Field(default_factory=TitlesSection)
 
+    def _model_names(self) -> set[str]:
+        """The names a section may give as its model: those of `models`, or the default's."""
+        return {spec.name for spec in self.models or DEFAULT_MODELS}
+
     @model_validator(mode="after")
     def _harness_models_configured(self) -> ConfigFile:
         """A model named by `memory`, `summarization` or `titles` must be configured."""
-        names = {spec.name for spec in self.models or DEFAULT_MODELS}
+        names = self._model_names()
         for section in ("memory", "summarization", "titles"):
             model = getattr(self, section).model
             if model is not None and model not in names:
@@ -258,7 +262,7 @@ class ConfigFile(BaseSettings):
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"subagents: each name once ({', '.join(twice)} repeated)")
-        models = {spec.name for spec in self.models or DEFAULT_MODELS}
+        models = self._model_names()
         for agent in self.subagents:
             if agent.model is not None and agent.model not in models:
                 raise ValueError(

@@ -1,7 +1,9 @@
 """A stack with auth on, on Postgres: users with keys (one a reader, one a role that
 may create runs but cancel none and use only `echo`), an admin key, an internal
 token and a secrets key. The tests of who may do what (tests/test_auth.py) and of
-the thread protocol's refusals share it."""
+the thread protocol's refusals share it. Also `auth_stack_in_mode`: a stack in
+either storage mode whose config has principals for the given keys (and whatever
+else a test file configures)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from typing import Any
 import httpx
 import psycopg
 import yaml
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
-from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from tests.stacks import fresh_postgres_database, running_stack, stack_env, stack_in_mode
+from waybill.common.launch import Stack
 
 KEYS = {
     "alice": "alice-key-0001",
@@ -29,10 +34,14 @@ ADMIN_KEY = "admin-key-0000"
 INTERNAL_TOKEN = "internal-token-0005"
 
 
+def principal(user_id: str, key: str, **extra: Any) -> dict[str, Any]:
+    """A config entry for a user with `key` (the config holds only its digest)."""
+    return {"user_id": user_id, "key_sha256": hashlib.sha256(key.encode()).hexdigest(), **extra}
+
+
 def principals() -> list[dict[str, Any]]:
     def entry(user_id: str, **extra: Any) -> dict[str, Any]:
-        digest = hashlib.sha256(KEYS[user_id].encode()).hexdigest()
-        return {"user_id": user_id, "key_sha256": digest, **extra}
+        return principal(user_id, KEYS[user_id], **extra)
 
     return [
         entry("alice"),
@@ -79,6 +88,23 @@ def running_auth_stack(data_dir: Path) -> Iterator[AuthStack]:
         )
         with running_stack(env, data_dir) as stack:
             yield AuthStack(stack.url, url.replace("postgresql+asyncpg://", "postgresql://"))
+
+
+@contextmanager
+def auth_stack_in_mode(
+    mode: str, data_dir: Path, keys: dict[str, str], config: dict[str, Any], **env: str
+) -> Iterator[Stack]:
+    """`stack_in_mode` with auth on: a principal per user of `keys` (user -> key)
+    beside the rest of `config`."""
+    path = data_dir / "waybill.yaml"
+    auth = {"principals": [principal(user, key) for user, key in keys.items()]}
+    path.write_text(yaml.safe_dump({"auth": auth, **config}))
+    with stack_in_mode(mode, data_dir, WAYBILL_CONFIG=str(path), **env) as running:
+        yield running
+
+
+def sdk_with_key(stack: Stack, key: str) -> LangGraphClient:
+    return get_client(url=stack.url, api_key=key, timeout=30)
 
 
 def as_user(stack: AuthStack, user: str) -> httpx.AsyncClient:

@@ -41,8 +41,15 @@ def stack(request: pytest.FixtureRequest) -> Stack:
 
 
 @pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=30)
+def client_timeout() -> float:
+    """The SDK client's timeout in seconds; a module whose runs take longer (sandboxed
+    commands, subagents) overrides this fixture rather than `client`."""
+    return 30
+
+
+@pytest.fixture
+async def client(stack: Stack, client_timeout: float) -> AsyncIterator[LangGraphClient]:
+    sdk = get_client(url=stack.url, timeout=client_timeout)
     try:
         yield sdk
     finally:

@@ -11,7 +11,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 Answer = tuple[int, Any, dict[str, str]]  # status, JSON body (or bytes), headers
 DROP = 0  # as the status: close the connection without an answer
@@ -29,23 +29,16 @@ class ApiCall:
     limited: bool = False  # refused for its rate
 
 
-class FakeApi:
-    def __init__(self) -> None:
-        self.calls: list[ApiCall] = []
-        self.lock = threading.Condition()
-        self.limits: dict[str, int] = {}  # path fragment -> calls still to refuse
-        self.next_id = 1000
-        self.server: ThreadingHTTPServer | None = None
+class LoopbackApi:
+    """The server part: JSON over HTTP on a loopback port, each request answered by
+    `handle`. Also tests/fake_platforms.py's, which keeps HTTP/1.0 and POST only."""
 
-    # ---- what a platform fake says -------------------------------------------------
+    server: ThreadingHTTPServer | None = None
+    protocol = "HTTP/1.1"
+    methods: tuple[str, ...] = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
-    def answer(self, call: ApiCall) -> Answer:
+    def handle(self, method: str, target: str, raw: bytes, headers: dict[str, str]) -> Answer:
         raise NotImplementedError
-
-    def rate_limited(self, call: ApiCall) -> Answer:
-        return 429, {"error": "rate limited"}, {"Retry-After": "1"}
-
-    # ---- the server ----------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -53,11 +46,11 @@ class FakeApi:
         host, port = self.server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> FakeApi:
+    def start(self) -> Self:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            protocol_version = fake.protocol
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -77,11 +70,12 @@ class FakeApi:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
+                # The caller may have stopped waiting (a poll cut short at shutdown).
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815
-
+        for method in self.methods:  # any other is answered 501, as BaseHTTPRequestHandler does
+            setattr(Handler, f"do_{method}", Handler._serve)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -91,6 +85,24 @@ class FakeApi:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+class FakeApi(LoopbackApi):
+    def __init__(self) -> None:
+        self.calls: list[ApiCall] = []
+        self.lock = threading.Condition()
+        self.limits: dict[str, int] = {}  # path fragment -> calls still to refuse
+        self.next_id = 1000
+
+    # ---- what a platform fake says -------------------------------------------------
+
+    def answer(self, call: ApiCall) -> Answer:
+        raise NotImplementedError
+
+    def rate_limited(self, call: ApiCall) -> Answer:
+        return 429, {"error": "rate limited"}, {"Retry-After": "1"}
+
+    # ---- the server ----------------------------------------------------------------
 
     def handle(self, method: str, target: str, raw: bytes, headers: dict[str, str]) -> Answer:
         parts = urllib.parse.urlsplit(target)

@@ -7,13 +7,13 @@ One server plays Telegram's Bot API (`/tg/bot<token>/<method>`, with
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_api import Answer, LoopbackApi
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Call:
 
 
 @dataclass
-class FakePlatforms:
+class FakePlatforms(LoopbackApi):
     telegram_token: str
     slack_token: str
     send_delay: float = 0.3  # sendMessage / postMessage answer after this (lets edits pile up)
@@ -34,42 +34,9 @@ class FakePlatforms:
     updates: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Condition = field(default_factory=threading.Condition)
     next_id: int = 100
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> FakePlatforms:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                status, answer = fake.handle(self.path, raw, dict(self.headers.items()))
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                # The caller may have stopped waiting (a poll cut short at shutdown).
-                with contextlib.suppress(BrokenPipeError):
-                    self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+    # What this fake always spoke (LoopbackApi's own default is HTTP/1.1, any method).
+    protocol = "HTTP/1.0"
+    methods = ("POST",)
 
     def push_update(self, update: dict[str, Any]) -> None:
         with self.lock:
@@ -86,7 +53,11 @@ class FakePlatforms:
             self.next_id += 1
             return self.next_id
 
-    def handle(self, path: str, raw: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    def handle(self, method: str, path: str, raw: bytes, headers: dict[str, str]) -> Answer:
+        status, answer = self._answer(path, raw, headers)
+        return status, answer, {}
+
+    def _answer(self, path: str, raw: bytes, headers: dict[str, str]) -> tuple[int, Any]:
         body = json.loads(raw) if raw else {}
         headers = {k.lower(): v for k, v in headers.items()}
         if path.startswith("/tg/"):

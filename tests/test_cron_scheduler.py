@@ -221,6 +221,15 @@ async def test_every_minute_for_a_simulated_hour_fires_once_per_minute_on_two_re
     assert {run_id for run_id, *_ in runs} == {f.run_id for f in firings}
     assert len({thread_id for _, thread_id, *_ in runs}) == 60  # a fresh thread each
     assert {owner for _, _, owner, _ in runs} == {"alice"}  # acting as the cron's owner
+    # Each run names the due minute that started it (test_crons_api.py proves that on
+    # the real clock, embedded).
+    due_of_run = scheduled.query(
+        "SELECT run_id, metadata->>'cron_due_at' FROM runs WHERE metadata->>'cron_id' = %s",
+        cron["cron_id"],
+    )
+    assert {str(run_id): due for run_id, due in due_of_run} == {
+        str(f.run_id): f.due_at.astimezone(UTC).isoformat() for f in firings
+    }
     # Both replicas raced for every minute, and each won some of them.
     log_dir = Path(str(scheduled.stack.log_dir))
     wins = [

@@ -190,6 +190,10 @@ async def test_a_bad_update_changes_nothing(
     await client.crons.delete(cron["cron_id"])
 
 
+# Embedded only: the scheduler's sleeping is the same code on Postgres, where
+# tests/test_cron_scheduler.py fires crons on the simulated clock; a second variant
+# here would start just after this one's minute and wait a whole one.
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 @pytest.mark.timeout(150)
 async def test_on_the_real_clock_a_cron_fires_at_the_next_minute(client: LangGraphClient) -> None:
     """The production path: no clock file, the scheduler sleeps until the due time."""

@@ -16,12 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.auth_stack import auth_stack_in_mode, sdk_with_key
 from tests.helpers import says
-from tests.stacks import stack_in_mode
 from waybill.common.identity import ROLE_SCOPES
 from waybill.common.launch import Stack
 
@@ -151,33 +149,25 @@ def write_project(root: Path) -> Path:
     return manifest
 
 
-def principals() -> list[dict[str, str]]:
-    return [
-        {"user_id": user, "key_sha256": hashlib.sha256(key.encode()).hexdigest()}
-        for user, key in KEYS.items()
-    ]
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     manifest = write_project(tmp_path_factory.mktemp("context-project"))
     data_dir = tmp_path_factory.mktemp(f"stack-context-{request.param}")
-    config = data_dir / "waybill.yaml"
-    config.write_text(yaml.safe_dump({"auth": {"principals": principals()}}))
-    with stack_in_mode(
+    with auth_stack_in_mode(
         request.param,
         data_dir,
+        KEYS,
+        {},
         WAYBILL_GRAPHS=str(manifest),
-        WAYBILL_CONFIG=str(config),
         WAYBILL_SECRETS_KEY=SECRETS_KEY,
     ) as running:
         yield running
 
 
 def sdk(stack: Stack, user: str) -> LangGraphClient:
-    return get_client(url=stack.url, api_key=KEYS[user], timeout=30)
+    return sdk_with_key(stack, KEYS[user])
 
 
 @pytest.fixture

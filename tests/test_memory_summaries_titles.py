@@ -11,7 +11,6 @@ never over the user's. One stack with auth on (two users), embedded and on Postg
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,12 +21,12 @@ import httpx
 import pytest
 import yaml
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from sqlalchemy import text
 
+from tests.auth_stack import auth_stack_in_mode, sdk_with_key
 from tests.helpers import says
-from tests.stacks import eventually, fresh_postgres_database, running_stack, stack_env
+from tests.stacks import eventually
 from waybill.common.launch import Stack
 from waybill.common.settings import ConfigError, read_config_file
 from waybill.common.sql import service_engine
@@ -42,19 +41,11 @@ TRIGGER_TOKENS = 300  # a history estimated above this is summarized
 LONG = "word " * 400  # some 500 tokens by LangChain's estimate
 
 
-def write_config(path: Any) -> Any:
-    principals = [
-        {"user_id": user, "key_sha256": hashlib.sha256(key.encode()).hexdigest()}
-        for user, key in KEYS.items()
-    ]
-    config = {
-        "auth": {"principals": principals},
-        "memory": {"enabled": True, "model": "scripted"},
-        "summarization": {"enabled": True, "trigger_tokens": TRIGGER_TOKENS, "keep_messages": 2},
-        "titles": {"enabled": True, "max_chars": 40},
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+CONFIG = {
+    "memory": {"enabled": True, "model": "scripted"},
+    "summarization": {"enabled": True, "trigger_tokens": TRIGGER_TOKENS, "keep_messages": 2},
+    "titles": {"enabled": True, "max_chars": 40},
+}
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -62,20 +53,12 @@ def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp(f"stack-memory-{request.param}")
-    config = str(write_config(data_dir / "waybill.yaml"))
-    if request.param == "postgres":
-        with (
-            fresh_postgres_database() as url,
-            running_stack(stack_env(data_dir, url, WAYBILL_CONFIG=config), data_dir) as running,
-        ):
-            yield running
-    else:
-        with running_stack(stack_env(data_dir, WAYBILL_CONFIG=config), data_dir) as running:
-            yield running
+    with auth_stack_in_mode(request.param, data_dir, KEYS, CONFIG) as running:
+        yield running
 
 
 def sdk_of(stack: Stack, user: str) -> LangGraphClient:
-    return get_client(url=stack.url, api_key=KEYS[user], timeout=30)
+    return sdk_with_key(stack, KEYS[user])
 
 
 @pytest.fixture

@@ -16,14 +16,13 @@ import os
 import random
 import signal
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from tests.helpers import after_its_end, present, tools
@@ -48,18 +47,8 @@ def stack(
 
 
 @pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=60)
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
-
-
-@pytest.fixture
-async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as raw:
-        yield raw
+def client_timeout() -> float:
+    return 60  # conftest's `client`, longer: a run here waits on sandboxed commands
 
 
 async def records(http: httpx.AsyncClient, thread_id: str, run_id: str) -> list[dict[str, Any]]:

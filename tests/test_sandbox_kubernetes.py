@@ -10,7 +10,7 @@ deleted at the run's end, every call with the service account's token.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ import httpx
 import kubernetes_validate
 import pytest
 import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from tests.fake_kubernetes import FakeKubernetes, running_fake_kubernetes
@@ -102,12 +101,8 @@ def stack(fake: tuple[FakeKubernetes, Path]) -> Iterator[Stack]:
 
 
 @pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=60)
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
+def client_timeout() -> float:
+    return 60  # conftest's `client`, longer: a run here waits on sandboxed commands
 
 
 async def test_a_run_leases_a_pod_runs_its_commands_there_and_deletes_it(

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,15 +98,6 @@ def stack(
     data_dir = tmp_path_factory.mktemp(f"stack-store-{request.param}")
     with stack_in_mode(request.param, data_dir, WAYBILL_GRAPHS=str(manifest)) as running:
         yield running
-
-
-@pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=30)
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
 
 
 def fresh(name: str) -> list[str]:

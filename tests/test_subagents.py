@@ -12,14 +12,13 @@ once. Embedded (SQLite) and on Postgres; the config's validation without a stack
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
 from tests.helpers import after_its_end, tools
@@ -53,18 +52,8 @@ def stack(
 
 
 @pytest.fixture
-async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, timeout=60)
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
-
-
-@pytest.fixture
-async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as raw:
-        yield raw
+def client_timeout() -> float:
+    return 60  # conftest's `client`, longer: a run here waits on its subagents' runs
 
 
 def delegate(subagent: str, prompt: str) -> tuple[str, dict[str, Any]]:

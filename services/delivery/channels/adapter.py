@@ -139,6 +139,26 @@ class CachedToken:
         self.value = ""
 
 
+async def fetch_app_token(
+    adapter: ChannelAdapter,
+    url: str,
+    what: str,
+    token_key: str,
+    lifetime_key: str,
+    *,
+    failure: str,
+    code_key: str | None = None,
+    **call: Any,
+) -> tuple[str, float]:
+    """A CachedToken's fetch: the app token in `token_key` of what `url` answers, with
+    its lifetime in seconds (`lifetime_key`, else the platforms' two hours). Without a
+    token, or with a `code_key` other than 0, PlatformCallFailed says `failure`."""
+    answer = await adapter._call(url, what, **call)
+    if (code_key is not None and answer.get(code_key) != 0) or not answer.get(token_key):
+        raise PlatformCallFailed(f"{failure}: {adapter.error_of(answer)}")
+    return str(answer[token_key]), float(answer.get(lifetime_key) or 7200)
+
+
 class ChannelAdapter(ABC):
     platform: str
     default_api_base: str = ""

@@ -28,6 +28,7 @@ from waybill.services.delivery.channels.adapter import (
     PlatformCallFailed,
     cut,
     equal_secrets,
+    fetch_app_token,
     fresh,
     json_body,
     unauthenticated,
@@ -93,14 +94,15 @@ class DingTalkAdapter(ChannelAdapter):
         )
 
     async def _access_token(self) -> tuple[str, float]:
-        answer = await self._call(
+        return await fetch_app_token(
+            self,
             f"{self.base_url}/v1.0/oauth2/accessToken",
             "accessToken",
+            "accessToken",
+            "expireIn",
+            failure="dingtalk accessToken",
             json={"appKey": self.spec.app_id, "appSecret": self.spec.app_secret},
         )
-        if not answer.get("accessToken"):
-            raise PlatformCallFailed(f"dingtalk accessToken: {self.error_of(answer)}")
-        return str(answer["accessToken"]), float(answer.get("expireIn") or 7200)
 
     async def _api(
         self, method: str, path: str, what: str, attempts: int = 0, **kwargs: Any

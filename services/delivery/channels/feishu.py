@@ -32,6 +32,7 @@ from waybill.services.delivery.channels.adapter import (
     PlatformCallFailed,
     cut,
     equal_secrets,
+    fetch_app_token,
     fresh,
     json_body,
     unauthenticated,
@@ -143,14 +144,16 @@ class FeishuAdapter(ChannelAdapter):
     # ---- outbound ------------------------------------------------------------
 
     async def _tenant_token(self) -> tuple[str, float]:
-        answer = await self._call(
+        return await fetch_app_token(
+            self,
             f"{self.base_url}/open-apis/auth/v3/tenant_access_token/internal",
             "tenant_access_token",
+            "tenant_access_token",
+            "expire",
+            failure="feishu tenant_access_token",  # Lark's too, as before
+            code_key="code",
             json={"app_id": self.spec.app_id, "app_secret": self.spec.app_secret},
         )
-        if answer.get("code") != 0 or not answer.get("tenant_access_token"):
-            raise PlatformCallFailed(f"feishu tenant_access_token: {self.error_of(answer)}")
-        return str(answer["tenant_access_token"]), float(answer.get("expire") or 7200)
 
     async def _api(
         self, method: str, path: str, what: str, attempts: int = 0, **kwargs: Any

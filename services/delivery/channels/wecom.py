@@ -30,6 +30,7 @@ from waybill.services.delivery.channels.adapter import (
     PlatformCallFailed,
     cut,
     equal_secrets,
+    fetch_app_token,
     fresh,
     unauthenticated,
 )
@@ -132,16 +133,18 @@ class WeComAdapter(ChannelAdapter):
         return await self._fetch_token(attempts=0)
 
     async def _fetch_token(self, attempts: int) -> tuple[str, float]:
-        answer = await self._call(
+        return await fetch_app_token(
+            self,
             f"{self.base_url}/cgi-bin/gettoken",
             "gettoken",
+            "access_token",
+            "expires_in",
+            failure="wecom gettoken",
+            code_key="errcode",
             method="GET",
             attempts=attempts,
             params={"corpid": self.spec.corp_id, "corpsecret": self.spec.corp_secret},
         )
-        if answer.get("errcode") != 0 or not answer.get("access_token"):
-            raise PlatformCallFailed(f"wecom gettoken: {self.error_of(answer)}")
-        return str(answer["access_token"]), float(answer.get("expires_in") or 7200)
 
     def retry_after(self, response: httpx.Response, answer: dict[str, Any]) -> float | None:
         if response.status_code == 429 or answer.get("errcode") in RATE_LIMITED:
