@@ -4,6 +4,8 @@ answer (they share the checkpointer); declared keys are cached per graph."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from waybill.common import codec
@@ -17,23 +19,27 @@ class RunnerFacts:
         self.channel = runner_reads(target)
         self.runner = runner_pb2_grpc.RunnerStub(self.channel)
         self.timeout = timeout
-        self._context_keys: dict[str, frozenset[str] | None] = {}
+        self._context_keys: dict[str, asyncio.Future[frozenset[str] | None]] = {}
 
     async def close(self) -> None:
         await self.channel.close()
 
     async def context_keys(self, graph_id: str) -> frozenset[str] | None:
-        """The keys of the graph's context schema; None when it declares none."""
-        if graph_id not in self._context_keys:
-            reply = await self.runner.GetSchemas(
-                runner_pb2.GetSchemasRequest(graph_id=graph_id), timeout=self.timeout
-            )
-            schema = codec.loads(reply.json, {}).get("context_schema")
-            properties = (schema or {}).get("properties")
-            self._context_keys[graph_id] = (
-                frozenset(properties) if isinstance(properties, dict) else None
-            )
-        return self._context_keys[graph_id]
+        """The keys of the graph's context schema; None when it declares none. Asked
+        once per graph: the runs admitted meanwhile wait for the same answer."""
+        asking = self._context_keys.get(graph_id)
+        if asking is None or (asking.done() and (asking.cancelled() or asking.exception())):
+            asking = asyncio.ensure_future(self._ask_context_keys(graph_id))
+            self._context_keys[graph_id] = asking
+        return await asyncio.shield(asking)
+
+    async def _ask_context_keys(self, graph_id: str) -> frozenset[str] | None:
+        reply = await self.runner.GetSchemas(
+            runner_pb2.GetSchemasRequest(graph_id=graph_id), timeout=self.timeout
+        )
+        schema = codec.loads(reply.json, {}).get("context_schema")
+        properties = (schema or {}).get("properties")
+        return frozenset(properties) if isinstance(properties, dict) else None
 
     async def require_checkpoint(self, thread_id: str, graph_id: str, checkpoint_id: str) -> None:
         """NOT_FOUND unless `checkpoint_id` is one of the thread's checkpoints."""
