@@ -6,10 +6,12 @@ callbacks run in a worker thread) and it never raises where it is fed (inside a
 LangChain callback an error would be swallowed): a failed append is raised by
 `drain`, which the run awaits before it reports its end.
 
-Records are for audit, not for the live stream, so a batch lingers a moment
+Records are for audit, not for the live stream, so a batch lingers
 (`linger_seconds`) before it is sent: the run's first model call then costs no
-RPC on the way to its first token, and a busy run sends a few large batches
-instead of one call per callback. `drain` sends at once.
+RPC on the way to its first token, a short run sends one batch at its end, and a
+busy run a few large ones instead of one call per callback. A tool starting
+ends the wait (it may run for long, and who watches the run's records should
+see it running); `drain` sends at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import Any
 from waybill.common import codec
 from waybill.services.runner.fencing import RunFence
 from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+# Records sent without lingering: a tool call may take minutes.
+SENT_AT_ONCE = frozenset({"tool_start"})
 
 
 class RecordSink:
@@ -41,6 +46,7 @@ class RecordSink:
         self.timeout = timeout
         self.linger_seconds = linger_seconds
         self._send_now = asyncio.Event()  # set by `drain`: stop lingering
+        self._hurry = asyncio.Event()  # set by a record sent at once: this batch goes now
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._buffer: list[journal_pb2.RunRecord] = []
@@ -58,6 +64,8 @@ class RecordSink:
 
     def _add(self, record: journal_pb2.RunRecord) -> None:
         self._buffer.append(record)
+        if record.type in SENT_AT_ONCE:
+            self._hurry.set()
         if self._pump is None or self._pump.done():
             self._settle(self._pump)
             self._pump = asyncio.create_task(self._send_all(), name=f"records-{self.run_id}")
@@ -73,7 +81,8 @@ class RecordSink:
     async def _send_all(self) -> None:
         if self.linger_seconds > 0 and not self._send_now.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._send_now.wait(), self.linger_seconds)
+                await asyncio.wait_for(self._hurry.wait(), self.linger_seconds)
+        self._hurry.clear()
         while self._buffer:
             batch, self._buffer = self._buffer, []
             self.fence.check("journal records")
@@ -87,6 +96,7 @@ class RecordSink:
     async def drain(self) -> None:
         """Wait until every emitted record is stored (raises if an append failed)."""
         self._send_now.set()
+        self._hurry.set()
         await asyncio.sleep(0)  # let records handed over by other threads arrive
         while self._pump is not None:
             if not self._pump.done():
