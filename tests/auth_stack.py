@@ -8,8 +8,8 @@ else a test file configures)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,8 +103,16 @@ def auth_stack_in_mode(
         yield running
 
 
-def sdk_with_key(stack: Stack, key: str) -> LangGraphClient:
-    return get_client(url=stack.url, api_key=key, timeout=30)
+@asynccontextmanager
+async def sdk_with_key(
+    stack: Stack, key: str, sdk_timeout: float = 30
+) -> AsyncIterator[LangGraphClient]:
+    """The SDK with `key`, closed afterwards (the per-user fixtures of auth-on stacks)."""
+    sdk = get_client(url=stack.url, api_key=key, timeout=sdk_timeout)
+    try:
+        yield sdk
+    finally:
+        await sdk.aclose()
 
 
 def as_user(stack: AuthStack, user: str) -> httpx.AsyncClient:

@@ -166,26 +166,16 @@ def stack(
         yield running
 
 
-def sdk(stack: Stack, user: str) -> LangGraphClient:
-    return sdk_with_key(stack, KEYS[user])
-
-
 @pytest.fixture
 async def alice(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    client = sdk(stack, "alice")
-    try:
+    async with sdk_with_key(stack, KEYS["alice"]) as client:
         yield client
-    finally:
-        await client.aclose()
 
 
 @pytest.fixture
 async def bob(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    client = sdk(stack, "bob")
-    try:
+    async with sdk_with_key(stack, KEYS["bob"]) as client:
         yield client
-    finally:
-        await client.aclose()
 
 
 async def run_and_read(

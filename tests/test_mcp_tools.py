@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.auth_stack import sdk_with_key
 from tests.helpers import says
 from tests.openai_stub import OpenAIStub, running_openai_stub
 from tests.stacks import eventually, free_port, stack_in_mode, wait_until
@@ -129,20 +129,14 @@ def stack(
 
 @pytest.fixture
 async def client(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, api_key=KEYS["alice"], timeout=60)
-    try:
+    async with sdk_with_key(stack, KEYS["alice"], sdk_timeout=60) as sdk:
         yield sdk
-    finally:
-        await sdk.aclose()
 
 
 @pytest.fixture
 async def bob(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=stack.url, api_key=KEYS["bob"], timeout=60)
-    try:
+    async with sdk_with_key(stack, KEYS["bob"], sdk_timeout=60) as sdk:
         yield sdk
-    finally:
-        await sdk.aclose()
 
 
 async def call_tool(

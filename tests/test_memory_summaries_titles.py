@@ -57,26 +57,16 @@ def stack(
         yield running
 
 
-def sdk_of(stack: Stack, user: str) -> LangGraphClient:
-    return sdk_with_key(stack, KEYS[user])
-
-
 @pytest.fixture
 async def alice(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = sdk_of(stack, "alice")
-    try:
+    async with sdk_with_key(stack, KEYS["alice"]) as sdk:
         yield sdk
-    finally:
-        await sdk.aclose()
 
 
 @pytest.fixture
 async def bob(stack: Stack) -> AsyncIterator[LangGraphClient]:
-    sdk = sdk_of(stack, "bob")
-    try:
+    async with sdk_with_key(stack, KEYS["bob"]) as sdk:
         yield sdk
-    finally:
-        await sdk.aclose()
 
 
 def http_of(stack: Stack, user: str) -> httpx.AsyncClient:
