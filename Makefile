@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 JS_STAMP := tests/js/node_modules/.installed
 
-.PHONY: setup proto run test test-scale soak lint typecheck bench clean
+.PHONY: setup proto run test test-scale soak lint typecheck bench clean dist docs
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +24,11 @@ setup: $(STAMP) $(JS_STAMP)
 # Regenerate the gRPC stubs from protos/ (never edit waybill/v1 by hand).
 proto: $(STAMP)
 	$(BIN)/python -m waybill.common.contracts
+
+# The generated tables of docs/configuration.md, from common/settings.py (never edit
+# them by hand); tests/test_docs.py fails if they are stale.
+docs: $(STAMP)
+	$(BIN)/python -m waybill.cli config reference --write docs/configuration.md
 
 run: setup proto
 	$(BIN)/python -m waybill.common.launch
@@ -56,3 +61,8 @@ bench: setup proto
 
 clean:
 	rm -rf $(VENV) .waybill tests/js/node_modules
+
+# The wheel and sdist (dist/): what `pip install waybill-*.whl` installs into a project's venv.
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import watchfiles
 
-from waybill.common.launch import SERVICES, Stack
+from waybill.common.launch import (
+    SERVICES,
+    Stack,
+    local_stack,
+    ready_lines,
+    refuse_busy_http_port,
+)
 from waybill.common.project import Project, ProjectError
 
 # The files of a project that matter: code, the manifest, env and requirements.
@@ -71,7 +77,8 @@ class DevLoop:
             self.reported |= {name for name, _ in self.stack.dead()}
             return
         self.reported.clear()
-        self.say(f"ready at {self.stack.url}  (watching {self.project.root}; Ctrl-C stops)")
+        self.say(f"watching {self.project.root}")
+        print("\n".join(ready_lines(self.stack.url)), flush=True)
 
     def restart(self, names: list[str]) -> None:
         for name in reversed(names):
@@ -152,13 +159,15 @@ def main(debounce_seconds: float) -> int:
         print(f"waybill dev: {error}")
         return 2
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    stack = Stack(env={k: v for k, v in os.environ.items() if k.startswith("WAYBILL_")})
+    stack = local_stack(os.environ)
+    refuse_busy_http_port(stack)
     loop = DevLoop(stack, project, debounce_seconds)
     try:
         loop.run()
     except KeyboardInterrupt:
         print("\nwaybill dev: stopping", flush=True)
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop
         loop.stop.set()
         stack.stop()
     return 0

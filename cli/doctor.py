@@ -12,6 +12,7 @@ from typing import TextIO
 import grpc
 import httpx
 
+from waybill.common.extras import MissingExtra, needs_redis
 from waybill.common.grpc_channels import blocking_channel
 from waybill.common.launch import grpc_serving
 from waybill.common.migrate import UPGRADES, schema_of, schema_verdict
@@ -71,13 +72,21 @@ def check_database(settings: Settings) -> list[Finding]:
     kind = "Postgres" if settings.database_url else f"SQLite under {settings.data_dir}"
     if not settings.database_url and not settings.data_dir.exists():
         return [Finding("FAIL", "database", f"{kind}: no data directory (run `waybill migrate`)")]
-    return [Finding("ok", "database", kind), *asyncio.run(_schema_findings(settings))]
+    try:
+        schemas = asyncio.run(_schema_findings(settings))
+    except MissingExtra as missing:  # a Postgres URL without the `postgres` extra
+        return [Finding("FAIL", "database", str(missing))]
+    return [Finding("ok", "database", kind), *schemas]
 
 
 def check_redis(settings: Settings) -> list[Finding]:
     if not settings.redis_url:
         return [Finding("skip", "redis", "not configured (in-memory fan-out, one journal)")]
-    import redis
+    try:
+        with needs_redis():
+            import redis
+    except MissingExtra as missing:
+        return [Finding("FAIL", "redis", str(missing))]
 
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=3, socket_connect_timeout=3)
     try:
@@ -141,9 +150,36 @@ def check_channels(settings: Settings) -> list[Finding]:
     ]
 
 
+def check_sandbox(settings: Settings) -> list[Finding]:
+    """The local sandbox's confinement holds on this machine, as this user (run the
+    doctor as the runner's user: root and another user are allowed different things)."""
+    try:
+        spec = settings.sandbox()
+    except Exception:  # a broken config is check_config's finding
+        return []
+    if spec is None:
+        return [Finding("skip", "sandbox", "not configured (no `bash`/`python` tools)")]
+    if spec.provider != "local":
+        return [Finding("skip", "sandbox", f"{spec.provider} provider (checked at its lease)")]
+    from waybill.services.runner.sandbox.local import check
+    from waybill.services.runner.sandbox.provider import Limits
+
+    refused, not_enforced = check(Limits.of(spec))
+    if refused is not None:
+        return [Finding("FAIL", "sandbox", f"confinement {spec.confinement}: {refused}")]
+    if spec.confinement == "unconfined":
+        said = "unconfined (asked for): commands read host files and reach the network"
+        return [Finding("ok", "sandbox", said)]
+    if not_enforced:
+        said = f"best_effort: not enforced: {', '.join(not_enforced)}"
+        return [Finding("ok", "sandbox", said)]
+    return [Finding("ok", "sandbox", f"local, {spec.confinement}: bubblewrap, seccomp, a cgroup")]
+
+
 def run_doctor(settings: Settings, gateway_url: str, out: TextIO) -> int:
     checks: list[Callable[[], list[Finding]]] = [
         lambda: check_config(settings),
+        lambda: check_sandbox(settings),
         lambda: check_database(settings),
         lambda: check_redis(settings),
         lambda: check_services(settings, gateway_url),

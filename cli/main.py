@@ -1,9 +1,11 @@
 """`waybill`: the command line.
 
-    waybill up                      the embedded default (what `make run` starts)
+    waybill new DIR [--template T]  write a new project (basic: no model; model: OpenAI)
+    waybill up                      serve ./langgraph.json (or the built-in agent) locally
     waybill dev                     the same, restarted when the project's files change
     waybill dockerfile PATH         write a Dockerfile for the project (from the Waybill image)
     waybill build -t TAG            build the project's image with docker
+    waybill compose > compose.yaml  a compose file serving the project (Postgres, Redis)
     waybill migrate                 bring every service's schema to this build's head
     waybill runs ls [--thread T]    runs, newest first
     waybill runs show T R           one run, as JSON
@@ -12,6 +14,7 @@
     waybill threads ls              threads, most recently updated first
     waybill doctor                  check config, database, Redis and every service
     waybill doctor --cluster        a deployment: health, versions, schemas, queue depth
+    waybill config reference        every setting and YAML key (--write/--check PAGE)
 
 The API commands talk to the gateway (`--url`, default WAYBILL_URL or the
 gateway's own WAYBILL_HTTP_HOST/PORT) with WAYBILL_API_KEY when it is set.
@@ -24,14 +27,26 @@ import json
 import os
 import sys
 from collections.abc import MutableMapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from waybill.cli.api import CommandFailed, Gateway
+from waybill.cli.compose import add_compose_command
+from waybill.cli.config_reference import add_config_command
 from waybill.cli.doctor import run_cluster_doctor, run_doctor
 from waybill.cli.image import add_image_commands
+from waybill.cli.new import add_new_command, new_project
 from waybill.cli.tail import Progress, follow
 from waybill.common.settings import Settings
+
+
+def waybill_version() -> str:
+    """The installed distribution's version (a source tree without one: "unknown")."""
+    try:
+        return metadata.version("waybill")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def default_url(settings: Settings) -> str:
@@ -47,6 +62,7 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n", 2)[2],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    top.add_argument("--version", action="version", version=f"waybill {waybill_version()}")
     top.add_argument("--url", help="the gateway (default: WAYBILL_URL or WAYBILL_HTTP_HOST:PORT)")
     top.add_argument("--api-key", help="API key (default: WAYBILL_API_KEY)")
     commands = top.add_subparsers(dest="command", required=True, metavar="command")
@@ -67,6 +83,9 @@ def parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--no-reload", action="store_true", help="do not watch: as `waybill up`")
     add_image_commands(commands)
+    add_compose_command(commands)
+    add_new_command(commands)
+    add_config_command(commands)
     migrate = commands.add_parser(
         "migrate", help="bring every service's schema to this build's head"
     )
@@ -126,10 +145,14 @@ def add_project_options(command: argparse.ArgumentParser) -> None:
 
 
 def apply_project_options(args: argparse.Namespace, default_config: Path | None) -> None:
-    """`--config`, `--port`, `--host` become the settings every service reads."""
+    """`--config`, `--port`, `--host` become the settings every service reads. A
+    project served shows its own graphs only: the built-in lead agent stays out of
+    `assistants.search` and Studio unless WAYBILL_BUILTIN_GRAPHS asks for it."""
     config = args.config or default_config
     if config is not None:
         os.environ["WAYBILL_GRAPHS"] = str(config.resolve())
+    if os.environ.get("WAYBILL_GRAPHS"):
+        os.environ.setdefault("WAYBILL_BUILTIN_GRAPHS", "false")
     if args.port is not None:
         os.environ["WAYBILL_HTTP_PORT"] = str(args.port)
     if args.host:
@@ -218,17 +241,19 @@ def open_to_studio(env: MutableMapping[str, str]) -> None:
     env.setdefault("WAYBILL_ALLOW_PRIVATE_NETWORK", "true")
 
 
+def show_tracebacks(env: MutableMapping[str, str]) -> None:
+    """Under `waybill dev` a failed run's `error` event carries its traceback."""
+    env.setdefault("WAYBILL_ERROR_TRACEBACKS", "true")
+
+
 def start_stack(args: argparse.Namespace) -> int:
-    # `dev` serves ./langgraph.json by default, as `langgraph dev` does.
+    # `up` and `dev` serve ./langgraph.json by default, as `langgraph dev` does.
     here = Path("langgraph.json")
-    default = (
-        here
-        if args.command == "dev" and here.is_file() and not os.environ.get("WAYBILL_GRAPHS")
-        else None
-    )
+    default = here if here.is_file() and not os.environ.get("WAYBILL_GRAPHS") else None
     apply_project_options(args, default)
     if args.command == "dev":
         open_to_studio(os.environ)
+        show_tracebacks(os.environ)
     if args.command == "dev" and not args.no_reload:
         from waybill.cli.dev import main as dev
 
@@ -243,10 +268,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command in ("up", "dev"):
         return start_stack(args)
+    if args.command == "new":
+        return new_project(args.path, args.template)
     if args.command in ("dockerfile", "build"):
         from waybill.cli.image import run_image_command
 
         return run_image_command(args)
+    if args.command == "compose":
+        from waybill.cli.compose import run_compose_command
+
+        return run_compose_command(args)
+    if args.command == "config":
+        from waybill.cli.config_reference import run_config_command
+
+        return run_config_command(args)
     if args.command == "migrate":
         from waybill.common.migrate import main as migrate
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import httpx
+from httpx_sse import EventSource
 
 from waybill.cli.api import CommandFailed, Gateway, check, unreachable
 
@@ -26,25 +27,15 @@ class SseEvent:
     data: Any
 
 
-def sse_events(lines: Iterator[str]) -> Iterator[SseEvent]:
-    """Server-sent events from a stream's lines (comments, i.e. heartbeats, skipped)."""
-    fields: dict[str, str] = {}
-    for line in lines:
-        if not line:
-            if "event" in fields or "data" in fields:
-                raw = fields.get("data", "")
-                try:
-                    data = json.loads(raw) if raw else None
-                except ValueError:
-                    data = raw
-                yield SseEvent(fields.get("id"), fields.get("event", "message"), data)
-            fields = {}
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        fields[name] = fields[name] + "\n" + value if name == "data" and name in fields else value
+def sse_events(reply: httpx.Response) -> Iterator[SseEvent]:
+    """Server-sent events of a stream (httpx-sse; heartbeats, i.e. comments, skipped),
+    their data read as JSON where it is."""
+    for sse in EventSource(reply).iter_sse():
+        try:
+            data = json.loads(sse.data) if sse.data else None
+        except ValueError:
+            data = sse.data
+        yield SseEvent(sse.id or None, sse.event, data)
 
 
 @dataclass
@@ -163,7 +154,7 @@ def follow(
                 if not reply.is_success:
                     reply.read()
                     check(reply)
-                for event in sse_events(reply.iter_lines()):
+                for event in sse_events(reply):
                     if event.id is not None:
                         last_id = event.id
                     failures = 0

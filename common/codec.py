@@ -104,7 +104,16 @@ def thread_to_dict(thread: common_pb2.Thread) -> dict[str, Any]:
         "status": thread.status,
         "values": loads(thread.values_json, None),
         "interrupts": loads(thread.interrupts_json, {}),
+        "config": loads(thread.config_json, {}),
+        "error": _error_of(thread),
+        "state_updated_at": thread.state_updated_at or thread.updated_at,
     }
+
+
+def _error_of(thread: common_pb2.Thread) -> dict[str, str] | None:
+    if not thread.HasField("error"):
+        return None
+    return {"error": thread.error.error, "message": thread.error.message}
 
 
 def is_active(run: common_pb2.Run) -> bool:

@@ -9,6 +9,9 @@ service is called; the message limit sits well above it (a run's input is
 copied into its state and its events), so what was admitted can always be read
 back, cancelled and deleted.
 
+Every channel sends the deployment's service token on every call
+(common/service_token.py): a server refuses a call without it.
+
 Transport: plaintext by default (the embedded default, on loopback). With
 `WAYBILL_TLS_CA_FILE`, `WAYBILL_TLS_CERT_FILE` and `WAYBILL_TLS_KEY_FILE` set,
 every service serves only TLS and asks each caller for a certificate signed by
@@ -25,6 +28,11 @@ from typing import Any
 
 import grpc
 
+from waybill.common.service_token import (
+    BlockingTokenOnCalls,
+    service_token,
+    token_interceptors,
+)
 from waybill.common.settings import Settings, get_settings
 
 Option = tuple[str, Any]
@@ -38,6 +46,19 @@ def message_options(
     return [
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
+    ]
+
+
+def reconnect_options(settings: Settings | None = None) -> list[Option]:
+    """How soon a channel dials a peer again after losing it. gRPC's own backoff
+    grows to 120 s, so a run calling a peer that restarted would wait up to that
+    long for the next attempt; capped at `WAYBILL_GRPC_RECONNECT_MAX_SECONDS`."""
+    most_ms = int((settings or get_settings()).grpc_reconnect_max_seconds * 1000)
+    first_ms = min(100, most_ms)
+    return [
+        ("grpc.initial_reconnect_backoff_ms", first_ms),
+        ("grpc.max_reconnect_backoff_ms", most_ms),
+        ("grpc.min_reconnect_backoff_ms", first_ms),
     ]
 
 
@@ -77,7 +98,10 @@ def open_channel(
 ) -> grpc.aio.Channel:
     """An asyncio channel to `target` (an address, or a list for round robin)."""
     settings = settings or get_settings()
-    all_options = [*message_options(settings=settings), *options]
+    all_options = [*message_options(settings=settings), *reconnect_options(settings), *options]
+    token = service_token(settings)
+    if token is not None:
+        interceptors = [*token_interceptors(token), *(interceptors or ())]
     credentials = channel_credentials(settings)
     if credentials is None:
         return grpc.aio.insecure_channel(target, options=all_options, interceptors=interceptors)
@@ -185,8 +209,28 @@ class PeerChannels:
 
 def blocking_channel(target: str, settings: Settings | None = None) -> grpc.Channel:
     """A synchronous channel (health checks from the launcher and `waybill doctor`);
-    plaintext unless `settings` configure TLS."""
+    plaintext unless `settings` configure TLS, with the service token `settings` name."""
     credentials = None if settings is None else channel_credentials(settings)
     if credentials is None:
-        return grpc.insecure_channel(target)
-    return grpc.secure_channel(target, credentials)
+        channel = grpc.insecure_channel(target)
+    else:
+        channel = grpc.secure_channel(target, credentials)
+    token = None if settings is None else service_token(settings)
+    if token is None:
+        return channel
+    return grpc.intercept_channel(channel, BlockingTokenOnCalls(token))
+
+
+def blocking_peer_channel(target: str, settings: Settings) -> grpc.Channel:
+    """A synchronous channel to a peer, alike in limits, reconnects and credentials
+    with the asyncio ones (the runner's lease keeper, on a thread of its own)."""
+    options = [*message_options(settings=settings), *reconnect_options(settings)]
+    credentials = channel_credentials(settings)
+    if credentials is None:
+        channel = grpc.insecure_channel(target, options=options)
+    else:
+        channel = grpc.secure_channel(target, credentials, options=options)
+    token = service_token(settings)
+    if token is None:
+        return channel
+    return grpc.intercept_channel(channel, BlockingTokenOnCalls(token))

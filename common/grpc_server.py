@@ -20,13 +20,27 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from waybill.common import logs, tracing
 from waybill.common.errors import ServiceError
+from waybill.common.extras import MISSING_EXTRA_EXIT_CODE, MissingExtra
 from waybill.common.grpc_channels import message_options, server_credentials
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.metrics import serve_metrics
+from waybill.common.ports import (
+    PORT_IN_USE_EXIT_CODE,
+    PortInUse,
+    address_free,
+    address_setting,
+)
 from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
 from waybill.common.readiness import serve_health_port
 from waybill.common.schema import SchemaMismatch
-from waybill.common.settings import get_settings
+from waybill.common.service_token import (
+    CREDENTIAL_EXIT_CODE,
+    NoServiceCredential,
+    ServiceTokenRequired,
+    required_token,
+    scaled,
+)
+from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import database_unreachable
 
 log = logging.getLogger("waybill")
@@ -158,15 +172,53 @@ async def _abort_if_peer_down(context: Any, error: grpc.aio.AioRpcError) -> None
         )
 
 
-def new_server() -> grpc.aio.Server:
-    """A service's gRPC server: the agreed message limits, and `ErrorStatuses`."""
-    return grpc.aio.server(options=message_options(), interceptors=[ErrorStatuses()])
+# gRPC binds with SO_REUSEPORT by default: a second server on a port in use would
+# start without an error and the kernel would split connections between the two
+# (one stack's runs reaching another's services). Off, a busy port fails to bind.
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+
+
+def new_server(service_token: str | None = None) -> grpc.aio.Server:
+    """A service's gRPC server: the agreed message limits, an exclusive port,
+    `ErrorStatuses`, and, given a `service_token`, the refusal of every call without it."""
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorStatuses()]
+    if service_token is not None:
+        interceptors.insert(0, ServiceTokenRequired(service_token))
+    return grpc.aio.server(options=[*message_options(), EXCLUSIVE_PORT], interceptors=interceptors)
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def listen_address(address: str, settings: Settings) -> str:
+    """Where a service listens: `address`, but on loopback alone in the embedded mode
+    (every caller is on this machine; nothing else should reach the port)."""
+    host, _, port = address.rpartition(":")
+    if scaled(settings) or host in LOOPBACK_HOSTS:
+        return address
+    log.warning("embedded mode: listening on 127.0.0.1:%s, not on %s", port, host)
+    return f"127.0.0.1:{port}"
+
+
+def bind(server: grpc.aio.Server, service: str, address: str, credentials: Any) -> None:
+    """Listen on `address` (TLS with `credentials`, else plaintext), or raise
+    `PortInUse` naming the setting that moves it."""
+    if not address_free(address):  # asked first: gRPC's own refusal is a C-core log line
+        raise PortInUse(address, address_setting(service))
+    try:
+        if credentials is None:
+            server.add_insecure_port(address)
+        else:
+            server.add_secure_port(address, credentials)  # and no plaintext port at all
+    except RuntimeError as error:  # gRPC says only "Failed to bind to address …"
+        raise PortInUse(address, address_setting(service)) from error
 
 
 def configure_logging(service: str) -> None:
     """The first thing a service does: JSON logs, and traces when an OTLP endpoint
     is configured (the gRPC instrumentation must precede every channel and server)."""
-    logs.configure_logging(service.lower(), get_settings().log_format)
+    settings = get_settings()
+    logs.configure_logging(service.lower(), settings.log_format, settings.log_level)
     tracing.start_tracing(service.lower())
 
 
@@ -181,19 +233,15 @@ async def serve(
 ) -> None:
     """Run one service until SIGTERM/SIGINT, then stop it gracefully."""
     freeze_startup_objects()  # before the first await: no request's objects yet
-    server = new_server()
-    register(server)
     settings = get_settings()
+    server = new_server(required_token(settings))
+    register(server)
     serve_metrics(
         service, settings.metrics_host, getattr(settings, f"{service.lower()}_metrics_port")
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    credentials = server_credentials(settings)
-    if credentials is None:
-        server.add_insecure_port(address)
-    else:
-        server.add_secure_port(address, credentials)  # and no plaintext port at all
+    bind(server, service, listen_address(address, settings), server_credentials(settings))
     await server.start()
     health_port = getattr(settings, f"{service.lower()}_health_port")
     health_server = None
@@ -226,8 +274,11 @@ async def serve(
 def run_service(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run a service's `main` on uvloop: the same asyncio, with a faster event loop.
     A service whose schema is not this build's exits with status 3 and says why; one
-    whose project (`WAYBILL_GRAPHS`) cannot be served, with status 4."""
+    whose project (`WAYBILL_GRAPHS`) cannot be served, with status 4; a scaled one
+    without a service credential (common/service_token.py), or one whose port is
+    taken, with status 5."""
     try:
+        required_token(get_settings())  # before anything else: refused without a credential
         uvloop.run(main())
     except SchemaMismatch as mismatch:
         log.error("refusing to start: %s", mismatch)
@@ -235,3 +286,12 @@ def run_service(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     except ProjectError as error:  # the langgraph.json (WAYBILL_GRAPHS) cannot be served
         log.error("refusing to start: %s", error)
         sys.exit(PROJECT_EXIT_CODE)
+    except NoServiceCredential as error:
+        log.error("refusing to start: %s", error)
+        sys.exit(CREDENTIAL_EXIT_CODE)
+    except MissingExtra as missing:  # a setting needs an optional part not installed
+        log.error("refusing to start: %s", missing)
+        sys.exit(MISSING_EXTRA_EXIT_CODE)
+    except PortInUse as busy:  # another stack (or anything) listens there already
+        log.error("refusing to start: %s", busy)
+        sys.exit(PORT_IN_USE_EXIT_CODE)

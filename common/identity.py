@@ -4,8 +4,9 @@ The gateway resolves an API key to a `Principal` and sends it with every gRPC
 call as metadata (`waybill-user`, `waybill-role`, `waybill-scopes`, and
 `waybill-channel` for channel adapters). Services read it back with
 `caller_of(context)`. A call without it comes from another service (a runner
-reporting a run's end, the scheduler) and is trusted: the services listen on
-the internal network only.
+reporting a run's end, the scheduler) and is trusted with every user's data: it
+reached the service only by presenting the deployment's service token or a client
+certificate (common/service_token.py; docs/security.md).
 
 With a project's own auth (`auth` in langgraph.json) the principal also carries
 the user its `@auth.authenticate` returned (`waybill-auth-user`, JSON) and its
@@ -41,6 +42,10 @@ CHANNEL_KEY = "waybill-channel"
 AUTH_USER_KEY = "waybill-auth-user"
 PERMISSIONS_KEY = "waybill-permissions"
 AUTH_FILTERS_KEY = "waybill-auth-filters"
+# At most this much of a call's metadata is the principal: gRPC refuses calls whose
+# metadata passes 8 KiB (its soft limit: some calls; 16 KiB hard: all) with
+# RESOURCE_EXHAUSTED, and the auth filters and tracing headers travel beside it.
+MAX_PRINCIPAL_METADATA_BYTES = 6144
 # gRPC metadata values are printable ASCII: identities and JSON travel percent-encoded
 # (`metadata_value`), so a user named "José" or a filter on "équipe" passes.
 
@@ -95,6 +100,10 @@ class Principal:
             pairs.append((AUTH_USER_KEY, metadata_value(json.dumps(self.user, sort_keys=True))))
             pairs.append((PERMISSIONS_KEY, metadata_value(json.dumps(list(self.permissions)))))
         return pairs
+
+    def metadata_bytes(self) -> int:
+        """How much of a call's gRPC metadata this principal takes."""
+        return sum(len(key) + len(value) for key, value in self.to_metadata())
 
     @classmethod
     def from_metadata(cls, metadata: Iterable[tuple[str, Any]]) -> Principal | None:
@@ -163,8 +172,24 @@ def auth_filters(context: Any) -> dict[str, dict[str, Any]]:
     by resource ("threads", "assistants", "crons")."""
     metadata: Sequence[tuple[str, Any]] = context.invocation_metadata() or ()
     raw = next((v for k, v in metadata if k == AUTH_FILTERS_KEY and isinstance(v, str)), None)
-    found = json.loads(unquote(raw)) if raw else {}
+    return _filters_in(unquote(raw) if raw else "")
+
+
+def _filters_in(text: str | bytes) -> dict[str, dict[str, Any]]:
+    found = json.loads(text) if text else {}
+    if not isinstance(found, dict):
+        return {}
     return {k: v for k, v in found.items() if isinstance(v, dict) and v}
+
+
+def with_run_filters(
+    filters: dict[str, dict[str, Any]], own_json: bytes
+) -> dict[str, dict[str, Any]]:
+    """The call's filters and one run's own (a batch item's), both to hold."""
+    combined = dict(filters)
+    for resource, own in _filters_in(own_json).items():
+        combined[resource] = {"$and": [combined[resource], own]} if resource in combined else own
+    return combined
 
 
 def auth_filter(context: Any, resource: str) -> dict[str, Any] | None:

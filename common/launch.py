@@ -21,11 +21,22 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from waybill.common.grpc_channels import blocking_channel
+from waybill.common.platform_env import PLATFORM_NAMES
+from waybill.common.ports import (
+    PORT_IN_USE_EXIT_CODE,
+    PortInUse,
+    embedded_grpc_addresses,
+    http_port_free,
+)
+from waybill.common.service_token import launcher_token
 from waybill.common.settings import Settings
 
 # `-P`: the working directory stays off each process's `sys.path`, so a project's
 # own top-level packages (`common`, `services`) never meet Waybill's folders.
 PYTHON = [sys.executable, "-P"]
+
+# LangGraph Studio's page, pointed at a local server with `?baseUrl=`.
+STUDIO_URL = "https://smith.langchain.com/studio/"
 
 # Start order: what a service needs is started before it.
 SERVICES = {
@@ -118,7 +129,10 @@ class Stack:
     def start_one(
         self, name: str, module: str | None = None, extra_env: Mapping[str, str] | None = None
     ) -> None:
-        """Start one process; `name` may be a second copy (e.g. "runner-2") of `module`."""
+        """Start one process; `name` may be a second copy (e.g. "runner-2") of `module`.
+        Every process is given the one service token (common/service_token.py)."""
+        if not self.env.get("WAYBILL_SERVICE_TOKEN"):
+            self.env = {**self.env, "WAYBILL_SERVICE_TOKEN": launcher_token(self.settings)}
         output = None
         if self.log_dir:
             output = open(os.path.join(self.log_dir, f"{name}.log"), "ab")  # noqa: SIM115
@@ -127,6 +141,9 @@ class Stack:
             env={**os.environ, **self.env, **(extra_env or {})},
             stdout=output,
             stderr=subprocess.STDOUT if output else None,
+            # Its own process group: a terminal's Ctrl-C reaches the launcher alone,
+            # which stops the services in order (`stop`), not all at once.
+            process_group=0,
         )
 
     def address_of(self, name: str) -> str:
@@ -171,16 +188,30 @@ class Stack:
         return f": {lines[-1]}" if lines else ""
 
     def stop(self, timeout: float = 15.0) -> None:
-        for process in reversed(list(self.processes.values())):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+        """Every process, in waves the reverse of the start order (the gateways, then
+        the runners, …): a runner finishes or hands back its runs while admission,
+        the journal and delivery still answer it, so nobody retries a peer that left."""
         deadline = time.monotonic() + timeout
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for wave in self._stop_waves():
+            for process in wave:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in wave:
+                try:
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+    def _stop_waves(self) -> list[list[subprocess.Popen[bytes]]]:
+        """The processes grouped by service ("runner-2" with "runner"), last started first."""
+        order = list(SERVICES)
+        waves: dict[int, list[subprocess.Popen[bytes]]] = {}
+        for name, process in self.processes.items():
+            service = name.split("-", 1)[0]
+            rank = order.index(service) if service in order else len(order)
+            waves.setdefault(rank, []).append(process)
+        return [waves[rank] for rank in sorted(waves, reverse=True)]
 
 
 def _stop_on_sigterm(_signum: int, _frame: object) -> None:
@@ -188,15 +219,50 @@ def _stop_on_sigterm(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def local_stack(environ: Mapping[str, str]) -> Stack:
+    """The stack `waybill up` / `dev` start on this machine: the WAYBILL_ settings,
+    and gRPC addresses of its own for those not given (see common/ports.py)."""
+    env = {k: v for k, v in environ.items() if k.startswith("WAYBILL_")}
+    for name, field_name in PLATFORM_NAMES.items():  # DATABASE_URI…, as the services read them
+        if environ.get(name):
+            env.setdefault(f"WAYBILL_{field_name.upper()}", environ[name])
+    env.update(embedded_grpc_addresses(env))
+    return Stack(env=env)
+
+
+def refuse_busy_http_port(stack: Stack) -> None:
+    """Said before any service starts: the gateway, last to start, would say it late."""
+    settings = stack.settings
+    if not http_port_free(settings.http_host, settings.http_port):
+        busy = PortInUse(
+            f"{settings.http_host}:{settings.http_port}", "WAYBILL_HTTP_PORT or --port"
+        )
+        print(f"waybill: {busy}", file=sys.stderr, flush=True)
+        raise SystemExit(PORT_IN_USE_EXIT_CODE)
+
+
+def ready_lines(url: str) -> list[str]:
+    """Where to go once the stack is up: the API, the console, Studio and the docs."""
+    local = url.replace("://0.0.0.0:", "://127.0.0.1:")
+    return [
+        f"waybill: ready at {local}  (Ctrl-C stops every service)",
+        f"  API:     {local}",
+        f"  Console: {local}/console/",
+        f"  Studio:  {STUDIO_URL}?baseUrl={local}",
+        f"  Docs:    {local}/docs",
+    ]
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    stack = Stack(env={k: v for k, v in os.environ.items() if k.startswith("WAYBILL_")})
+    stack = local_stack(os.environ)
     settings = stack.settings
+    refuse_busy_http_port(stack)
     if not settings.database_url:
         print(f"waybill: embedded mode, SQLite files under {settings.data_dir.resolve()}")
     try:
         stack.start()
-        print(f"waybill: ready at {stack.url}  (Ctrl-C stops every service)", flush=True)
+        print("\n".join(ready_lines(stack.url)), flush=True)
         while True:
             time.sleep(0.5)
             for name, code in stack.dead():
@@ -204,7 +270,12 @@ def main() -> None:
                 raise SystemExit(1)
     except KeyboardInterrupt:
         print("\nwaybill: stopping", flush=True)
+    except RuntimeError as failure:  # a service refused to start: its reason, one line
+        print(f"waybill: {failure}", file=sys.stderr, flush=True)
+        busy = any(code == PORT_IN_USE_EXIT_CODE for _, code in stack.dead())
+        raise SystemExit(PORT_IN_USE_EXIT_CODE if busy else 1) from None
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop
         stack.stop()
 
 

@@ -102,12 +102,25 @@ class TextFormatter(logging.Formatter):
         return f"{text} [run {run_id}]" if run_id else text
 
 
-def configure_logging(service: str, fmt: str = "json") -> None:
-    """Every line of this process to stderr, in `fmt` (json | text)."""
+def text_wanted(fmt: str) -> bool:
+    """`auto` is text on a terminal (a person reads it), JSON otherwise."""
+    return fmt == "text" or (fmt == "auto" and sys.stderr.isatty())
+
+
+def level_of(name: str) -> int:
+    """A level's name (any case: LangGraph Platform's LOG_LEVEL is upper case)."""
+    level = logging.getLevelName(name.strip().upper())
+    if not isinstance(level, int):
+        raise ValueError(f"log level {name!r}: use debug, info, warning or error")
+    return level
+
+
+def configure_logging(service: str, fmt: str = "json", level: str = "info") -> None:
+    """Every line of this process to stderr, in `fmt` (auto | json | text), from `level`."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(TextFormatter(service) if fmt == "text" else JsonFormatter(service))
+    handler.setFormatter(TextFormatter(service) if text_wanted(fmt) else JsonFormatter(service))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(level_of(level))

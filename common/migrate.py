@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy import text
 
+from waybill.common.extras import MISSING_EXTRA_EXIT_CODE, MissingExtra
 from waybill.common.project import PROJECT_EXIT_CODE, ProjectError
 from waybill.common.schema import Schema, SchemaMismatch
 from waybill.common.settings import Settings, get_settings
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except ProjectError as error:  # the store's tables depend on the project's store.index
         print(f"waybill migrate: refusing to migrate: {error}", file=sys.stderr)
         return PROJECT_EXIT_CODE
+    except MissingExtra as missing:  # a Postgres URL without the `postgres` extra
+        print(f"waybill migrate: refusing to migrate: {missing}", file=sys.stderr)
+        return MISSING_EXTRA_EXIT_CODE
     print("waybill migrate: done", flush=True)
     return 0
 

@@ -43,6 +43,7 @@ RUNNER = "runner"
 ADMISSION_AND_RUNNER = "admission (system assistants) and runner"
 GATEWAY_AUTH = "gateway: custom auth"
 GATEWAY_HTTP = "gateway: http"
+HTTP_APP = "gateway: http; runner: its lifespan (common/project_app.py)"
 STORE = "runner: long-term store"
 CHECKPOINTER = "runner: checkpointer"
 BUILD = "waybill dockerfile (build only)"
@@ -57,7 +58,7 @@ PROJECT_KEYS: dict[str, str | None] = {
     "auth.openapi": None,
     "auth.cache": None,
     "http": GATEWAY_HTTP,
-    "http.app": GATEWAY_HTTP,
+    "http.app": HTTP_APP,
     "http.cors": GATEWAY_HTTP,
     "http.disable_assistants": GATEWAY_HTTP,
     "http.disable_threads": GATEWAY_HTTP,

@@ -5,7 +5,9 @@ The environment holds the flat settings (ports, addresses, timers); the YAML fil
 prices, channels. Each has its own model below, and the file's is strict: an
 unknown key anywhere in it is refused at start-up, naming the key and the file.
 
-Every timer lives here so that tests can shorten it.
+Every timer lives here so that tests can shorten it. Each field's comments are its
+description in docs/configuration.md, which `make docs` generates from them
+(cli/config_reference.py): a comment block above a run of fields describes them all.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,6 +35,7 @@ from pydantic_settings import (
 )
 
 from waybill.common.model_overrides import REASONING_EFFORTS
+from waybill.common.platform_env import PlatformEnvSource, postgresql_driver_url
 from waybill.common.project import GraphSpec, Project, ProjectError
 from waybill.common.usage import Price
 
@@ -40,12 +51,12 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")  # provider-specific extras go in `options`
 
-    name: str
+    name: str  # what runs ask for (`model_name`)
     provider: str = "scripted"  # scripted | openai | anthropic | … | "package.module:Class"
     model: str | None = None  # provider-side model name
-    base_url: str | None = None
+    base_url: str | None = None  # the provider's endpoint (an OpenAI-compatible server…)
     api_key_env: str | None = None  # name of the env var holding the key
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)  # more arguments of its class
     # none | minimal | low | medium | high: OpenAI's `reasoning_effort`, Anthropic's
     # thinking budget (a run or its assistant may ask for another).
     reasoning_effort: str | None = None
@@ -80,10 +91,10 @@ class PrincipalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: str
-    role: str = "user"
-    scopes: list[str] | None = None
-    key_sha256: str
+    user_id: str  # whom its threads and runs belong to
+    role: str = "user"  # admin | user
+    scopes: list[str] | None = None  # unset: the role's
+    key_sha256: str  # the SHA-256 of its API key, in hex
 
 
 class PriceSpec(Price):
@@ -97,7 +108,7 @@ class AuthSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    principals: list[PrincipalSpec] = Field(default_factory=list)
+    principals: list[PrincipalSpec] = Field(default_factory=list)  # API keys' owners
     role_tools: dict[str, list[str]] = Field(default_factory=dict)  # role -> its only tools
 
 
@@ -107,7 +118,7 @@ class MemorySection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    enabled: bool = False  # true: each user's facts remembered
     model: str | None = None  # a `models` name; default: `default_model`
     max_facts: int = Field(default=100, ge=1, le=1000)  # the oldest go beyond it
 
@@ -117,7 +128,7 @@ class SummarizationSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    enabled: bool = False  # true: a long history summarized
     model: str | None = None  # a `models` name; default: the run's model
     # Summarize when the history is estimated above this many tokens (or longer
     # than WAYBILL_HISTORY_LIMIT messages).
@@ -130,9 +141,9 @@ class TitlesSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    enabled: bool = False  # true: each new thread given a title
     model: str | None = None  # a `models` name; default: `default_model`
-    max_chars: int = Field(default=80, ge=8, le=500)
+    max_chars: int = Field(default=80, ge=8, le=500)  # a title's length at most
 
 
 class KubernetesSandboxSpec(BaseModel):
@@ -142,8 +153,8 @@ class KubernetesSandboxSpec(BaseModel):
 
     # The API server; unset: the in-cluster one (KUBERNETES_SERVICE_HOST/PORT).
     api_url: str | None = None
-    namespace: str = "waybill-sandboxes"
-    image: str = "python:3.12-slim"
+    namespace: str = "waybill-sandboxes"  # where its pods are made
+    image: str = "python:3.12-slim"  # the pods' image
     # In-cluster defaults: the pod's service account token and CA.
     token_file: Path = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
     ca_file: Path | None = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -158,14 +169,24 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["local", "kubernetes"] = "local"
+    provider: Literal["local", "kubernetes"] = "local"  # local: bubblewrap; kubernetes: pods
+    # strict: a limit that cannot be enforced refuses the sandbox; best_effort: it runs
+    # with what holds (the lease record lists the rest); unconfined: a plain subprocess.
+    confinement: Literal["strict", "best_effort", "unconfined"] = "strict"
     network: bool = False  # false: the sandbox reaches no network at all
     cpu_seconds: int = Field(default=30, gt=0)  # CPU time of one command
-    memory_mb: int = Field(default=512, gt=0)  # address space of each of its processes
+    memory_mb: int = Field(default=512, gt=0)  # memory of the sandbox (and of each process)
     processes: int = Field(default=64, gt=0)  # processes (and threads) at once
+    disk_mb: int = Field(default=256, gt=0)  # the local sandbox's /workspace (a tmpfs)
+    # local: the cgroup under which each sandbox gets one (a path inside the cgroup
+    # tree, delegated to the runner's user); unset: the runner's own cgroup.
+    cgroup_parent: str | None = None
     file_mb: int = Field(default=64, gt=0)  # the largest file it may write
     output_bytes: int = Field(default=64 * 1024, gt=0)  # stdout + stderr kept per command
     timeout_seconds: float = Field(default=120.0, gt=0)  # wall clock of one command
+    # With auth off the sandbox's tools are offered only when this says so
+    # (common/auth_mode.py, docs/security.md).
+    allow_without_auth: bool = False
     kubernetes: KubernetesSandboxSpec = Field(default_factory=KubernetesSandboxSpec)
 
 
@@ -174,7 +195,7 @@ class SubagentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")  # what `task` calls it by
     description: str  # the lead agent reads it to choose
     prompt: str  # the subagent's system prompt
     tools: list[str] = Field(default_factory=list)  # among the run's authorized tools
@@ -196,7 +217,7 @@ class McpServerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    transport: Literal["stdio", "streamable_http"]
+    transport: Literal["stdio", "streamable_http"]  # how it is reached
     # stdio: the server's process.
     command: str | None = None
     args: list[str] = Field(default_factory=list)
@@ -228,11 +249,12 @@ class ConfigFile(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid")
 
-    default_model: str | None = None
-    models: list[ModelSpec] = Field(default_factory=list)
-    auth: AuthSection = Field(default_factory=AuthSection)
+    default_model: str | None = None  # a `models` name; default: the first of them
+    models: list[ModelSpec] = Field(default_factory=list)  # empty: `scripted` alone
+    auth: AuthSection = Field(default_factory=AuthSection)  # who may call the API (docs/auth.md)
     prices: dict[str, PriceSpec] = Field(default_factory=dict)  # model name -> its price
-    # Checked by the delivery service, which knows the platforms (channels/config.py).
+    # Chat platforms that start runs (docs/channels.md), checked by the delivery
+    # service, which knows the platforms (services/delivery/channels/config.py).
     channels: list[dict[str, Any]] = Field(default_factory=list)
     memory: MemorySection = Field(default_factory=MemorySection)
     summarization: SummarizationSection = Field(default_factory=SummarizationSection)
@@ -354,10 +376,27 @@ class Settings(BaseSettings):
     _config_file: ConfigFile | None = PrivateAttr(default=None)
     _project: Project | None = PrivateAttr(default=None)
 
-    http_port: int = 8080
-    http_host: str = "127.0.0.1"
-    data_dir: Path = Path(".waybill")
-    database_url: str | None = None  # postgresql+asyncpg://… ; None means SQLite files
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # LangGraph Platform's names (DATABASE_URI…), after the WAYBILL_ ones.
+        platform = PlatformEnvSource(settings_cls)
+        return (init_settings, env_settings, platform, dotenv_settings, file_secret_settings)
+
+    http_port: int = 8080  # the gateway's HTTP port
+    http_host: str = "127.0.0.1"  # the gateway's bind address
+    data_dir: Path = Path(".waybill")  # the SQLite files (one per service), the checkpoints
+    # Postgres for every service and the checkpointer (postgres://, postgresql://,
+    # postgresql+asyncpg://…); unset: SQLite files in the data directory.
+    database_url: str | None = None
+    # Redis for the journal: run numbering and live fan-out shared by any number of
+    # journal replicas; unset: one journal replica, fan-out in memory.
     redis_url: str | None = None
     # Each service's Postgres connections: this many kept, and up to overflow more.
     db_pool_size: int = 5
@@ -367,8 +406,13 @@ class Settings(BaseSettings):
     db_ping_idle_seconds: float = 0.1
     graphs: Path | None = None  # a langgraph.json whose `graphs` section is served
     builtin_graphs: bool = True  # false: only the project's graphs (no lead_agent)
-    config: Path | None = None  # the YAML file (models, …)
+    config: Path | None = None  # the YAML config: models, auth, the agent's parts, channels
+    # Comma-separated origins a browser may call the API from (named ones may send
+    # credentials, `*` may not); with auth off and this unset: gateway/browser_guard.py.
     cors_origins: str = "*"
+    # With auth off, the Host names the gateway answers besides loopback ones
+    # (comma-separated; ".example.com" adds subdomains); any other Host is refused.
+    allowed_hosts: str = ""
     # The largest HTTP request body the gateway takes (413 beyond it, before any
     # service is called); uploads are limited per file by upload_max_bytes instead.
     max_request_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
@@ -379,10 +423,14 @@ class Settings(BaseSettings):
     # a public page, such as LangGraph Studio, calling a loopback or LAN server).
     # `waybill dev` turns it on, as `langgraph dev` sets ALLOW_PRIVATE_NETWORK.
     allow_private_network: bool = False
-    # Auth is on when either is set or the YAML config lists `auth.principals`.
+    # Auth is on when this or internal_token is set, or the YAML config lists
+    # `auth.principals`.
     api_key: str | None = None  # quick start: one admin principal with this key
     # The channel adapters' and scheduler's token; they act on behalf of an owner.
     internal_token: str | None = None
+    # The services' credential on every gRPC call (common/service_token.py); the
+    # embedded default makes one in the data directory, a scaled deployment sets it.
+    service_token: str | None = None
     # Fernet key sealing `context.secrets` at rest (see common/sealed.py).
     secrets_key: str | None = None
 
@@ -397,8 +445,11 @@ class Settings(BaseSettings):
     runner_health_port: int | None = None
     journal_health_port: int | None = None
     delivery_health_port: int | None = None
-    health_host: str = "127.0.0.1"  # 0.0.0.0 in a container
+    health_host: str = "127.0.0.1"  # the health ports' address (0.0.0.0 in a container)
 
+    # Where each gRPC service listens and is dialled. The embedded launcher picks
+    # free loopback ports for those unset, or WAYBILL_GRPC_BASE_PORT and the next
+    # three (common/ports.py); a port in use stops the stack at once.
     admission_addr: str = "127.0.0.1:50151"
     runner_addr: str = "127.0.0.1:50152"
     journal_addr: str = "127.0.0.1:50153"
@@ -412,13 +463,19 @@ class Settings(BaseSettings):
     runner_read_backoff_seconds: float = 0.2
 
     idempotency_seconds: float = 86400.0  # how long an Idempotency-Key is remembered
-    runner_slots: int = 10  # as LangGraph Platform's N_JOBS_PER_WORKER
+    runner_slots: int = 10  # runs one runner executes at once (N_JOBS_PER_WORKER)
+    # Threads lent to sync nodes and tools (services/runner/node_threads.py).
+    runner_node_threads: int = Field(default=32, ge=1)
     # The runner's scheduling priority (nice, 0-19): on a machine it shares with
     # admission and the gateway, runs executing yield the CPU to runs being admitted.
     runner_nice: int = Field(default=10, ge=0, le=19)
     lease_seconds: float = 30.0  # a claimed run is the runner's for this long without renewal
-    lease_renew_seconds: float | None = None  # default: a third of the lease
+    lease_renew_seconds: float | None = None  # how often leases are renewed; default: lease/3
     max_attempts: int = 3  # takeovers after lost leases, then the run ends `error`
+    # A runner whose event loop has not turned for this long is wedged: it stops
+    # renewing its leases (renewed meanwhile from a thread of their own), so that
+    # its runs are taken over by a runner that can run them.
+    runner_loop_wedged_seconds: float = Field(default=300.0, gt=0)
     run_timeout_seconds: float = 3600.0  # a run still going after this ends `timeout`
     # An ended run's runner closes its journal log at once; if it has not (it died
     # right after its terminal write), admission closes it this long after the end,
@@ -431,13 +488,20 @@ class Settings(BaseSettings):
     # finish for this long, then cancels it.
     loop_stop_seconds: float = 5.0
     rpc_timeout_seconds: float = 30.0  # deadline of each call a run makes to a peer
-    shutdown_grace_seconds: float = 10.0
+    # A run's calls at its end (journal flush and close, receipt, confirmation,
+    # records) are retried while their peer is away, for this long in all; past
+    # it the run is handed back to be resumed, not ended `error`.
+    dependency_outage_seconds: float = Field(default=60.0, ge=0)
+    # The longest a channel waits before dialling a lost peer again (gRPC's own
+    # default grows to 120 s).
+    grpc_reconnect_max_seconds: float = Field(default=2.0, gt=0)
+    shutdown_grace_seconds: float = 10.0  # a stopping service lets in-flight work finish
     # A cancel lets a tool that is executing finish (and record its result) for this
     # long, then cuts it; new model and tool calls never start after a cancel.
     cancel_grace_seconds: float = 10.0
     # Record each model response, so that a takeover replays it (services/runner/model_calls.py).
     record_model_calls: bool = True
-    sse_heartbeat_seconds: float = 15.0
+    sse_heartbeat_seconds: float = 15.0  # an idle SSE stream's `: heartbeat` comment
     # How often an open thread stream asks admission for runs it has not seen yet.
     thread_stream_poll_seconds: float = 0.5
     # `wait` and `join` send a newline this often while the run goes on (leading
@@ -453,7 +517,7 @@ class Settings(BaseSettings):
     # finishes its stream), then ends them; clients resume with Last-Event-ID.
     # Keep it below shutdown_grace_seconds, the gateway's whole drain.
     stream_drain_seconds: float = 3.0
-    journal_batch_max: int = 512
+    journal_batch_max: int = 512  # events in one SQL write, and in one read from Redis
     # The journal's SQL write of live events waits this long for more events before
     # it commits (a flush or a full batch ends the wait at once): fewer, larger
     # writes for a streaming run. Live readers never wait for it.
@@ -478,29 +542,38 @@ class Settings(BaseSettings):
     journal_redis_ttl_seconds: float = 600.0
     journal_redis_retry_seconds: float = 15.0
     journal_redis_block_seconds: float = 5.0
-    journal_poll_seconds: float = 0.2
+    # Connections each journal replica opens to Redis at most, per pool (commands;
+    # blocking reads: one per run followed live). A caller beyond them waits for
+    # one (never an error that would send live readers to poll SQL instead).
+    journal_redis_connections: int = 1000
+    journal_poll_seconds: float = 0.2  # a reader that lost Redis polls the SQL log this often
     # With Redis: each journal replica's heartbeat in SQL, and how long a replica's
     # heartbeat may stop before the others, re-seeding a run's numbering after Redis
     # lost its state, stop waiting for it (services/journal/replicas.py).
     journal_heartbeat_seconds: float = 1.0
     journal_replica_dead_seconds: float = 5.0
-    startup_timeout_seconds: float = 60.0
+    startup_timeout_seconds: float = 60.0  # the launcher's wait for every service to be ready
     # A migration run waiting for another one (on Postgres), or `migrate --wait`
     # waiting for the migration Job, checks this often.
     migrate_lock_poll_seconds: float = 0.5
-    # ---- observability (see README "Observability") ----
+    # ---- observability (see docs/operations.md "Observability") ----
     # Each gRPC service's Prometheus `/metrics` HTTP port; unset: not served. The
     # gateway serves `/metrics` on its own HTTP port always.
     admission_metrics_port: int | None = None
     runner_metrics_port: int | None = None
     journal_metrics_port: int | None = None
     delivery_metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a container
+    metrics_host: str = "127.0.0.1"  # the metrics ports' address (0.0.0.0 in a container)
     # OTLP/gRPC collector for traces ("http://collector:4317"); unset (and no
     # OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): tracing is off.
     otlp_endpoint: str | None = None
     otlp_export_seconds: float = 1.0  # how often finished spans are sent in a batch
-    log_format: str = "json"  # json | text
+    # auto: human lines on a terminal, JSON lines otherwise (a file, a collector).
+    log_format: Literal["auto", "json", "text"] = "auto"
+    log_level: str = "info"  # debug | info | warning | error (also LOG_LEVEL)
+    # A failed run's `error` event carries its traceback (the runner's log always
+    # has it); `waybill dev` turns it on.
+    error_tracebacks: bool = False
 
     # ---- crons (see services/admission/scheduler.py) ----
     # The scheduler sleeps until the next firing is due, but never longer than
@@ -514,6 +587,10 @@ class Settings(BaseSettings):
     # A firing claimed but not recorded after this long (its replica died between
     # the two) is fired again by any replica; its idempotency key keeps it one run.
     cron_reclaim_seconds: float = 60.0
+    # How often admission sweeps threads whose TTL expired (thread_ttl.py), when
+    # langgraph.json's checkpointer.ttl names no sweep_interval_minutes
+    # (LangGraph Platform's default: 5 minutes).
+    thread_ttl_sweep_seconds: float = Field(default=300.0, gt=0)
     # Tests only: a file holding the scheduler's "now" (RFC 3339), so that a
     # simulated hour passes in seconds. Unset: the real clock.
     cron_clock_file: Path | None = None
@@ -521,12 +598,16 @@ class Settings(BaseSettings):
     # Each thread's workspace lives under this root. Runner and delivery must see
     # the same files: a local directory embedded, a shared volume when scaled.
     workspaces_dir: Path | None = None  # default: <data_dir>/workspaces
+    # The deadline of one host-side file operation on a workspace (a download's
+    # open or read, a snapshot, an upload, removing a thread's tree): 504 beyond it.
+    workspace_io_seconds: float = Field(default=60.0, gt=0)
     # ---- delivery: outputs, uploads and webhooks (see services/delivery/) ----
     upload_max_bytes: int = 32 * 1024 * 1024  # one uploaded file at most
     # HMAC-SHA256 key signing every webhook (X-Waybill-Signature); the embedded
     # default makes a key file in the data directory, Postgres deployments set it.
     webhook_secret: str | None = None
-    webhook_allowed_hosts: str = ""  # comma-separated; ".example.com" adds subdomains; empty: any
+    # Hosts a webhook may go to: comma-separated; ".example.com" adds subdomains; empty: any.
+    webhook_allowed_hosts: str = ""
     webhook_allow_networks: str = ""  # CIDRs a webhook may reach although private/loopback
     webhook_timeout_seconds: float = 10.0  # one POST's deadline
     webhook_retry_seconds: float = 86400.0  # a webhook is retried this long, then `failed`
@@ -569,6 +650,18 @@ class Settings(BaseSettings):
     channel_retry_max_seconds: float = 30.0
     # A signed delivery whose timestamp is further than this from now is a replay.
     channel_max_skew_seconds: float = 300.0
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, url: str | None) -> str | None:
+        return postgresql_driver_url(url)  # postgres:// and postgresql:// too
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, level: str) -> str:
+        if level.strip().lower() not in ("debug", "info", "warning", "error", "critical"):
+            raise ValueError(f"log level {level!r}: use debug, info, warning or error")
+        return level.strip().lower()
 
     @model_validator(mode="after")
     def _tls_whole(self) -> Settings:

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from waybill.common import codec, sqlite_driver
+from waybill.common.extras import needs_postgres
 from waybill.common.settings import Settings
 
 
@@ -103,7 +104,10 @@ def create_engine(
             cursor.close()
 
         return SqliteEngine(engine.sync_engine)
-    engine = create_async_engine(url, pool_size=pool_size, max_overflow=max_overflow, **JSON_CODEC)
+    with needs_postgres():  # SQLAlchemy imports the driver (asyncpg) here
+        engine = create_async_engine(
+            url, pool_size=pool_size, max_overflow=max_overflow, **JSON_CODEC
+        )
     ping_when_idle(engine, ping_idle_seconds)
     return engine
 

@@ -27,6 +27,7 @@ from typing import Any
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import Span, SpanProcessor
 
+from waybill.common.extras import needs_extra
 from waybill.common.logs import bind_run
 from waybill.common.settings import get_settings
 
@@ -68,13 +69,14 @@ def start_tracing(service: str) -> bool:
     global _tracer
     if _tracer is not None:
         return True
-    exporters = span_exporters()
-    if not exporters:
-        return False
-    from opentelemetry.instrumentation.grpc import (
-        GrpcAioInstrumentorClient,
-        GrpcAioInstrumentorServer,
-    )
+    with needs_extra("otel", "tracing (an OTLP endpoint or Langfuse keys are set)"):
+        exporters = span_exporters()
+        if not exporters:
+            return False
+        from opentelemetry.instrumentation.grpc import (
+            GrpcAioInstrumentorClient,
+            GrpcAioInstrumentorServer,
+        )
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 

@@ -31,8 +31,8 @@ COST_DIGITS = 10
 class Price(BaseModel):
     """One entry of the YAML `prices` table, in currency units per million tokens."""
 
-    input_per_million: float = Field(default=0.0, ge=0)
-    output_per_million: float = Field(default=0.0, ge=0)
+    input_per_million: float = Field(default=0.0, ge=0)  # a million input tokens' price
+    output_per_million: float = Field(default=0.0, ge=0)  # a million output tokens' price
     # Cache reads are billed at this rate instead of input's (default: input's).
     cache_read_per_million: float | None = Field(default=None, ge=0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,15 +11,15 @@ from typing import Any
 import orjson
 from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from waybill.common.heap import freeze_startup_objects
 from waybill.common.settings import Settings, get_settings
 from waybill.common.tracing import start_tracing
-from waybill.gateway import observability, project_http
+from waybill.gateway import browser_guard, observability, project_http
 from waybill.gateway.auth import KeyRing, authorize, platform_signed
 from waybill.gateway.errors import unencodable_value, validation_error
+from waybill.gateway.nul_characters import RefuseNulCharacters
 from waybill.gateway.peers import Peers
 from waybill.gateway.project_auth import ProjectAuth
 from waybill.gateway.request_limits import RequestSizeLimit
@@ -76,8 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(orjson.JSONEncodeError, unencodable_value)
     app.add_middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)
-    cors = project_http.cors_options(http, settings.cors_origins, settings.allow_private_network)
-    app.add_middleware(CORSMiddleware, **cors)
+    app.add_middleware(RefuseNulCharacters)
+    browser_guard.install(app, http, settings)  # CORS; with auth off, Host and Origin
 
     @app.get("/ok")
     async def ok() -> JSONResponse:
@@ -87,6 +88,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if all(state == "healthy" for state in services.values()):
             return JSONResponse({"ok": True})  # LangGraph Platform's body
         return JSONResponse({"ok": False, "services": services}, status_code=503)
+
+    @app.get("/livez")
+    async def livez() -> JSONResponse:
+        """Liveness: the process serves HTTP. Asks no peer, so a runner outage (which
+        `/ok` reports as 503) never makes Kubernetes restart a healthy gateway."""
+        return JSONResponse({"ok": True})
 
     @app.get("/info")
     async def info() -> dict[str, Any]:
@@ -123,15 +130,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def server_info() -> dict[str, Any]:
     """`/info` in LangGraph Platform's shape (Studio reads it to learn what the
-    server offers). The flags are what Waybill does: assistants and crons, no
-    LangSmith tracing (so no tracing replicas, no per-run tracing session)."""
+    server offers). The flags are what Waybill does: assistants and crons;
+    `langsmith` says whether runs are traced to LangSmith (as the reference
+    computes it, with the LangSmith API key in place of its control-plane key); no
+    tracing replicas, no per-run tracing session."""
     return {
         "version": VERSION,
         "langgraph_py_version": _langgraph_version(),
         "flags": {
             "assistants": True,
             "crons": True,
-            "langsmith": False,
+            "langsmith": langsmith_tracing(),
             "langsmith_tracing_replicas": False,
             "langsmith_tracing_session_on_runs": False,
         },
@@ -144,6 +153,23 @@ def server_info() -> dict[str, Any]:
             "tenant_id": None,
         },
     }
+
+
+# LangSmith's switches, first set wins (langsmith-sdk's and LangGraph Platform's order).
+TRACING_SWITCHES = (
+    "LANGSMITH_TRACING",
+    "LANGSMITH_TRACING_V2",
+    "LANGCHAIN_TRACING_V2",
+    "LANGCHAIN_TRACING",
+)
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+def langsmith_tracing() -> bool:
+    """Whether LangChain traces runs to LangSmith: a tracing switch on and an API key."""
+    switch = next((os.environ[name] for name in TRACING_SWITCHES if name in os.environ), "")
+    api_key = os.environ.get("LANGSMITH_API_KEY") or os.environ.get("LANGCHAIN_API_KEY")
+    return switch.strip().lower() in TRUE_WORDS and bool(api_key)
 
 
 def _langgraph_version() -> str:

@@ -18,16 +18,18 @@ import contextvars
 import inspect
 import json
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 from fastapi import HTTPException, Request
 from langgraph_sdk import Auth
 
-from waybill.common.identity import ROLE_SCOPES, Principal
+from waybill.common.identity import MAX_PRINCIPAL_METADATA_BYTES, ROLE_SCOPES, Principal
 from waybill.common.project import Project, ProjectError
 
 log = logging.getLogger("waybill.gateway.auth")
+
+T = TypeVar("T")
 
 # Resource -> filter returned by the project's handlers while serving this request.
 CURRENT_FILTERS: contextvars.ContextVar[dict[str, dict[str, Any]] | None] = contextvars.ContextVar(
@@ -146,7 +148,7 @@ class ProjectAuth:
             raise HTTPException(500, "Authentication failed: the auth handler raised.") from None
         permissions, user = _normalized(returned)
         request.state.project_user = ProjectUser(returned, user)
-        return Principal(
+        principal = Principal(
             user_id=user["identity"],
             role="user",
             # LangGraph Platform has no scopes: the handlers authorize.
@@ -154,6 +156,8 @@ class ProjectAuth:
             user=user,
             permissions=permissions,
         )
+        _check_size(principal)
+        return principal
 
     # ---- authorization ----------------------------------------------------------------
 
@@ -211,6 +215,31 @@ async def authorize(
     if project_auth is None or principal is None or not principal.by_project_auth:
         return None
     return await project_auth.authorize(request, resource, action, value)
+
+
+async def apart_from_request(work: Awaitable[T]) -> tuple[T, dict[str, dict[str, Any]]]:
+    """`work`'s result and the filters its handlers returned, kept out of the
+    request's own (a task runs in a copy of the context): a batch's items each
+    carry theirs."""
+
+    async def isolated() -> tuple[T, dict[str, dict[str, Any]]]:
+        CURRENT_FILTERS.set(None)
+        result = await work
+        return result, CURRENT_FILTERS.get() or {}
+
+    return await asyncio.create_task(isolated())
+
+
+def _check_size(principal: Principal) -> None:
+    """A user too big to travel to the services (as gRPC metadata) is refused here,
+    rather than failing every call it makes."""
+    size = principal.metadata_bytes()
+    if size > MAX_PRINCIPAL_METADATA_BYTES:
+        raise HTTPException(
+            400,
+            f"The user @auth.authenticate returned is {size} bytes as JSON; at most "
+            f"{MAX_PRINCIPAL_METADATA_BYTES} may travel with a request: return a smaller user.",
+        )
 
 
 def stamped_metadata(value: dict[str, Any]) -> dict[str, Any]:

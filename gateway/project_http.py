@@ -7,7 +7,8 @@ As on LangGraph Platform (`langgraph_api/server.py`):
   before every other route, so a custom route shadows an API route of the same
   path. They are open unless `enable_custom_route_auth` is true (then they need
   the same credentials as the API). The app's lifespan runs inside the
-  gateway's, and its middleware wraps every route (`middleware_order:
+  gateway's (and in the runner too, for its graphs: common/project_app.py), and
+  its middleware wraps every route (`middleware_order:
   "auth_first"` keeps it on the custom routes only).
 - `cors` replaces the default CORS settings.
 - `disable_assistants|threads|runs|store|meta|webhooks` take those routes away
@@ -36,11 +37,22 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from waybill.common.project import Project, ProjectError
+from waybill.common.project_app import load_user_app
 
 # Routes no custom route can shadow (LangGraph Platform's `unshadowable_meta_routes`).
-UNSHADOWABLE = {"/ok", "/metrics", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"}
-# What `disable_meta` takes away (`/ok` stays, so that operators see the server is up).
-META = UNSHADOWABLE - {"/ok"} | {"/info"}
+UNSHADOWABLE = {
+    "/ok",
+    "/livez",
+    "/metrics",
+    "/docs",
+    "/openapi.json",
+    "/docs/oauth2-redirect",
+    "/redoc",
+}
+# Always served: the probes (`disable_meta` keeps them, so that operators see the server is up).
+PROBES = {"/ok", "/livez"}
+# What `disable_meta` takes away.
+META = UNSHADOWABLE - PROBES | {"/info"}
 
 CORS_KEYS: dict[str, type | tuple[type, ...]] = {
     "allow_origins": list,
@@ -217,16 +229,6 @@ def shape_run(kwargs: dict[str, Any], headers: Any, config: HttpConfig) -> dict[
 # ---- http.app -------------------------------------------------------------------
 
 
-def load_user_app(project: Project, target: str) -> Starlette:
-    """Import `http.app`; anything else than a Starlette/FastAPI app stops start-up."""
-    app = project.import_target("http.app", target)
-    if not isinstance(app, Starlette):
-        raise ProjectError(
-            f"http.app {target!r}: is a {type(app).__name__}, not a Starlette or FastAPI app"
-        )
-    return app
-
-
 class CustomRoutes(BaseRoute):
     """The project's app as one route of ours: it matches what one of the app's
     routes matches, and hands the request to the app (its own `request.app`,
@@ -312,7 +314,8 @@ def mount_user_app(app: FastAPI, user_app: Starlette, config: HttpConfig) -> Non
 @asynccontextmanager
 async def user_lifespan(user_app: Starlette | None) -> AsyncIterator[Any]:
     """The project's app's lifespan, entered inside the gateway's; its state (a
-    dict it yields) reaches every request as `request.state`."""
+    dict it yields) reaches every request as `request.state`. (The runner enters
+    it too, for its graphs: common/project_app.py.)"""
     if user_app is None:
         yield None
         return
@@ -411,7 +414,7 @@ class MountPrefix:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if path == "/ok":
+        if path in PROBES:
             await self.app(scope, receive, send)
             return
         if path == self.prefix or path.startswith(self.prefix + "/"):

@@ -12,6 +12,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -94,20 +97,82 @@ def checkpoint_id_is_a_string(checkpoint: dict[str, Any] | None) -> dict[str, An
     return checkpoint
 
 
+# What LangGraph's SQL stores take as a filter key (a JSON path, dot-separated).
+FilterKey = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]+$")]
 RunConfig = Annotated[dict[str, Any], AfterValidator(configurable_is_an_object)]
-CheckpointDict = Annotated[dict[str, Any], AfterValidator(checkpoint_id_is_a_string)]
+# A checkpoint as a dict or as a config holding one (`{"configurable": {...}}`).
+CheckpointDict = Annotated[
+    dict[str, Any],
+    AfterValidator(configurable_is_an_object),
+    AfterValidator(checkpoint_id_is_a_string),
+]
+
+
+class SendTarget(BaseModel):
+    """A `Send`: `node` runs with `input` (which may be null, but must be given)."""
+
+    node: str
+    input: Any
+
+
+class CommandShape(BaseModel):
+    """LangGraph Platform's `Command` schema: `goto` is one or a list of names or of
+    `Send`s, `update` an object or a list (of key/value pairs)."""
+
+    update: dict[str, Any] | list[Any] | None = None
+    resume: Any = None
+    goto: str | SendTarget | list[str] | list[SendTarget] | None = None
+
+
+def command_is_well_formed(command: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Kept as sent (the run's kwargs); refused here rather than failing the run."""
+    if command is None:
+        return None
+    try:
+        CommandShape.model_validate(command)
+    except ValidationError as error:
+        field = error.errors()[0]["loc"][0]
+        raise ValueError(f"command.{field} is malformed: {COMMAND_FIELDS[str(field)]}") from None
+    return command
+
+
+COMMAND_FIELDS = {
+    "goto": 'a node\'s name, a Send ({"node", "input"}), or a list of names or of Sends',
+    "update": "an object, or a list of [key, value] pairs",
+}
+
+
+RunCommand = Annotated[dict[str, Any], AfterValidator(command_is_well_formed)]
 
 
 class SuperstepUpdate(Envelope):
     """One write of a superstep: `values`, or a `command` ({"update", "goto"}), as `as_node`."""
 
     values: dict[str, Any] | list[Any] | None = None
-    command: dict[str, Any] | None = None
+    command: RunCommand | None = None
     as_node: str
 
 
 class Superstep(Envelope):
     updates: list[SuperstepUpdate] = Field(min_length=1)
+
+
+def _not_null(value: Any) -> Any:
+    """As LangGraph Platform's schema: a field may be left out, never sent as null."""
+    if value is None:
+        raise ValueError("must not be null: leave it out instead")
+    return value
+
+
+class ThreadTTLBody(Envelope):
+    """LangGraph Platform's `ttl` of a thread create or update: the thread expires
+    `ttl` minutes after its last refresh (see services/admission/thread_ttl.py).
+    Without `ttl`, the project's checkpointer.ttl.default_ttl (none: no expiry)."""
+
+    strategy: Literal["delete", "keep_latest"] = "delete"
+    ttl: float | None = Field(default=None, strict=True, allow_inf_nan=False)
+
+    _present = field_validator("strategy", "ttl", mode="before")(_not_null)
 
 
 class ThreadCreate(Envelope):
@@ -116,10 +181,16 @@ class ThreadCreate(Envelope):
     if_exists: Literal["raise", "do_nothing"] = "raise"
     # The state to start from, as supersteps of updates (the SDK's copy between servers).
     supersteps: list[Superstep] | None = Field(default=None, max_length=1000)
+    ttl: ThreadTTLBody | None = None
+
+    _present = field_validator("ttl", mode="before")(_not_null)
 
 
 class ThreadPatch(Envelope):
     metadata: dict[str, Any] = Field(default_factory=dict)
+    ttl: ThreadTTLBody | None = None
+
+    _present = field_validator("ttl", mode="before")(_not_null)
 
 
 class ThreadCount(Envelope):
@@ -136,8 +207,9 @@ class ThreadSearch(ThreadCount):
     extract: dict[str, str] | None = Field(default=None, max_length=MAX_EXTRACT_PATHS)
     limit: int = Field(default=10, ge=1, le=1000)
     offset: Offset = 0
-    # LangGraph also offers state_updated_at, which Waybill does not track.
-    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_by: (
+        Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"] | None
+    ) = None
     sort_order: Literal["asc", "desc"] | None = None
 
 
@@ -153,16 +225,18 @@ class CheckpointConfig(Envelope):
 
 
 class ThreadHistory(Envelope):
-    limit: int = Field(default=1, ge=1, le=1000)  # the platform's default (the SDK sends 10)
+    # Strict, as the platform's schema: "5" or true is not a count.
+    limit: StrictInt = Field(default=1, ge=1, le=1000)  # the platform's default (the SDK sends 10)
     before: str | CheckpointDict | None = None
-    metadata: dict[str, Any] | None = None
+    # Keys as LangGraph's SQL savers take them (SQLite's refuses others with a 500).
+    metadata: dict[FilterKey, Any] | None = None
     # Whose history: a subgraph's namespace (a state task's `checkpoint`); default the root.
     checkpoint: CheckpointConfig | None = None
 
 
 class ThreadStateAtCheckpoint(Envelope):
     checkpoint: CheckpointConfig
-    subgraphs: bool = False
+    subgraphs: StrictBool = False
 
 
 class ThreadStateUpdate(Envelope):
@@ -182,8 +256,6 @@ MAX_START_DELAY_SECONDS = 365 * 24 * 3600  # as admission's policy
 
 # The SDK joins labels with "."; LangGraph's stores refuse NUL in one.
 Label = Annotated[str, Field(min_length=1, pattern=r"^[^.\x00]+$")]
-# What LangGraph's SQL stores take as a filter key (a JSON path, dot-separated).
-FilterKey = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]+$")]
 
 
 class StoreItemPut(Envelope):
@@ -286,7 +358,7 @@ class AssistantVersionChange(Envelope):
 class RunCreate(Envelope):
     assistant_id: str = Field(min_length=1)
     input: Any = None
-    command: dict[str, Any] | None = None
+    command: RunCommand | None = None
     metadata: dict[str, Any] | None = None
     config: RunConfig | None = None
     context: dict[str, Any] | None = None
@@ -304,7 +376,7 @@ class RunCreate(Envelope):
     on_completion: Literal["delete", "keep"] = "delete"
     # Wait this long before the run may start; it stays `pending` meanwhile.
     after_seconds: float | None = Field(default=None, ge=0, le=MAX_START_DELAY_SECONDS)
-    # Told of the run's end by delivery's outbox (signed POST, retried; see README).
+    # Told of the run's end by delivery's outbox (signed POST, retried; see docs/api.md).
     webhook: str | None = Field(default=None, max_length=2048)
     feedback_keys: list[str] | None = None
     # LangGraph's default: a step's checkpoint is stored while the next step
@@ -578,6 +650,12 @@ class Thread(BaseModel):
     status: ThreadStatus
     values: Any  # the graph's state after the last run; null before any
     interrupts: dict[str, Any]
+    # The assistant's, the thread's and the last run's config (configurable: the
+    # assistant's and the thread's only), as LangGraph Platform keeps it.
+    config: dict[str, Any]
+    # `{"error", "message"}` when the last run failed or was cancelled, else null.
+    error: dict[str, str] | None
+    state_updated_at: str  # creation, a run's end, or an update_state
 
 
 def one_thread(what: str) -> dict[int | str, dict[str, Any]]:

@@ -15,6 +15,27 @@ from waybill.common.launch import Stack
 
 MODES = ["sqlite", "postgres"]
 
+# The longest files start first, so that under pytest-xdist (`--dist loadfile`) no
+# worker is left with one of them after the others are done (pytest --durations).
+LONGEST_FIRST = (
+    "test_distribution.py",
+    "test_openapi_fuzz_coverage.py",
+    "test_escape_sandbox.py",
+    "test_escape_workspace.py",
+    "test_many_stacks.py",
+    "test_tool_calls.py",
+    "test_journal_replicas.py",
+    "test_graceful_shutdown.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's own order is kept
+
 
 @pytest.fixture(scope="session")
 def sqlite_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:

@@ -44,6 +44,35 @@ def present(*paths: str) -> tuple[str, dict[str, Any]]:
     return ("present_files", {"paths": list(paths)})
 
 
+def chat_writer(run: dict[str, Any]) -> dict[str, Any]:
+    """Who wrote on the chat platform, for a channel's run: in the run's caller
+    (`langgraph_auth_user`), never in its context (the client's)."""
+    caller: dict[str, Any] = run["kwargs"]["config"]["configurable"]["langgraph_auth_user"]
+    return dict(caller["channel"])
+
+
+# A project's smallest graph (a file tests write into their project folders).
+SHOUT_GRAPH_PY = """
+from typing_extensions import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict):
+    text: str
+
+
+def shout(state: State) -> dict:
+    return {"text": state["text"].upper()}
+
+
+builder = StateGraph(State)
+builder.add_node("shout", shout)
+builder.add_edge(START, "shout")
+builder.add_edge("shout", END)
+graph = builder.compile()
+"""
+
+
 # ---- a run's end, through langgraph-sdk --------------------------------------------------
 
 

@@ -21,7 +21,9 @@ import psycopg
 import redis
 
 from waybill.common import codec
+from waybill.common.grpc_channels import blocking_channel, open_channel
 from waybill.common.launch import Stack, grpc_serving
+from waybill.common.settings import Settings
 from waybill.v1 import runner_pb2, runner_pb2_grpc
 
 POSTGRES_ADMIN_URL = os.environ.get(
@@ -114,9 +116,25 @@ def free_port() -> int:
     raise RuntimeError(f"no free loopback port in {TEST_PORTS}")
 
 
+# The service token of test stacks (common/service_token.py): a test calling a
+# service's gRPC directly presents it through `service_channel`.
+TEST_SERVICE_TOKEN = "test-service-token-0000"
+
+
+def service_channel(address: str) -> grpc.Channel:
+    """A blocking channel to a test stack's service, its calls carrying the token."""
+    return blocking_channel(address, Settings(service_token=TEST_SERVICE_TOKEN))
+
+
+def aio_service_channel(address: str) -> grpc.aio.Channel:
+    """An asyncio channel to a test stack's service, its calls carrying the token."""
+    return open_channel(address, settings=Settings(service_token=TEST_SERVICE_TOKEN))
+
+
 def stack_env(data_dir: Path, database_url: str | None = None, **extra: str) -> dict[str, str]:
     env = {
         "WAYBILL_DATA_DIR": str(data_dir),
+        "WAYBILL_SERVICE_TOKEN": TEST_SERVICE_TOKEN,
         "WAYBILL_HTTP_PORT": str(free_port()),
         "WAYBILL_ADMISSION_ADDR": f"127.0.0.1:{free_port()}",
         "WAYBILL_RUNNER_ADDR": f"127.0.0.1:{free_port()}",
@@ -205,7 +223,7 @@ def stack_in_mode(mode: str, data_dir: Path, **extra: str) -> Iterator[Stack]:
 
 def runner_stats(address: str) -> dict[str, int]:
     """The counters a runner process keeps (runs started, models built, stale writes...)."""
-    with grpc.insecure_channel(address) as channel:
+    with service_channel(address) as channel:
         reply = runner_pb2_grpc.RunnerStub(channel).GetStats(runner_pb2.GetStatsRequest())
     return dict(codec.loads(reply.json))
 

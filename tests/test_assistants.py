@@ -17,7 +17,18 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from tests.helpers import says
 from waybill.common.codec import system_assistant_id
 
-SYSTEM_GRAPHS = {"lead_agent", "nested", "approval", "memory", "configured", "whoami"}
+# lead_agent and tests/graphs/langgraph.json's graphs.
+SYSTEM_GRAPHS = {
+    "lead_agent",
+    "nested",
+    "approval",
+    "memory",
+    "configured",
+    "whoami",
+    "recall",
+    "shaped",
+    "dispatch",
+}
 
 
 @pytest.fixture
@@ -396,7 +407,7 @@ async def test_bad_patch_and_version_change_are_4xx_and_write_nothing(
         ("POST", "/assistants/search", {"limit": 5000}, 422, "limit"),
         ("POST", "/assistants/search", {"select": ["secret"]}, 422, "select"),
         ("POST", "/assistants/count", {"metadata": 3}, 422, "metadata"),
-        ("DELETE", f"{path}?delete_threads=true", {}, 422, "delete_threads"),
+        ("DELETE", f"{path}?delete_threads=maybe", {}, 422, "delete_threads"),
     ]
     for method, url, body, status, detail in cases:
         if method == "DELETE":

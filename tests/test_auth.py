@@ -68,6 +68,20 @@ async def test_a_scope_the_key_lacks_is_403_naming_it(auth_stack: AuthStack) -> 
         assert (await reader.post("/threads/search", json={})).status_code == 200
 
 
+async def test_a_join_that_cancels_on_disconnect_needs_the_cancel_scope(
+    auth_stack: AuthStack,
+) -> None:
+    async with as_user(auth_stack, "creator") as creator:  # may create runs, cancel none
+        thread_id, _ = await thread_with_a_run(creator)
+        run_id = (await creator.get(f"/threads/{thread_id}/runs")).json()[0]["run_id"]
+        for tail in ("join", "stream"):
+            path = f"/threads/{thread_id}/runs/{run_id}/{tail}"
+            refused = await creator.get(path, params={"cancel_on_disconnect": "true"})
+            assert refused.status_code == 403
+            assert "runs:cancel" in refused.json()["detail"]
+            assert (await creator.get(path)).status_code == 200
+
+
 def test_every_route_has_a_permission_rule() -> None:
     from fastapi.routing import APIRoute
 
@@ -77,8 +91,9 @@ def test_every_route_has_a_permission_rule() -> None:
     missing = [
         (method, route.path)
         for route in create_app().routes
-        # Open by design: liveness, version, and Prometheus (counts only, no user data).
-        if isinstance(route, APIRoute) and route.path not in ("/ok", "/info", "/metrics")
+        # Open by design: readiness, liveness, version, and Prometheus (counts only, no
+        # user data).
+        if isinstance(route, APIRoute) and route.path not in ("/ok", "/livez", "/info", "/metrics")
         for method in route.methods
         if required_scope(method, route.path) is None
     ]
@@ -217,7 +232,9 @@ async def test_a_bulk_cancel_by_status_reaches_only_the_callers_runs(
         "running",
     )
     cancel = f"/threads/{thread_id}/runs/{run['run_id']}/cancel"
-    assert (await alice.post(cancel, params={"wait": "true"})).status_code == 204
+    assert (
+        await alice.post(cancel, params={"wait": "true"})
+    ).status_code == 200  # as LangGraph Platform (was 204)
 
 
 async def test_an_admin_sees_every_users_threads(

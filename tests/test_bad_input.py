@@ -316,3 +316,28 @@ async def test_credentials_in_store_values_are_refused_naming_the_path(
     # Key names that only look like one pass, as in run metadata.
     fine = {"namespace": namespace, "key": "k", "value": {"max_tokens": 5, "sort_key": "a"}}
     assert (await http.put("/store/items", json=fine)).status_code == 204
+
+
+NUL_REQUESTS = [
+    ("GET", "/assistants/lead%00agent"),
+    ("GET", "/store/items?namespace=notes&key=k%00"),
+    ("GET", "/store/namespaces?prefix=a%00b"),
+    ("GET", "/threads/{thread_id}/runs?status=pending%00"),
+    ("POST", "/threads/{thread_id}%00/runs"),
+    ("GET", "/threads/{thread_id}/state?subgraphs=%00"),
+]
+
+
+@pytest.mark.parametrize(("method", "target"), NUL_REQUESTS)
+async def test_a_nul_character_in_the_path_or_query_is_422(
+    http: httpx.AsyncClient, method: str, target: str
+) -> None:
+    """PostgreSQL refuses NUL in text: a NUL in the request line reached it and
+    came back a 5xx (found by the fuzz on Postgres)."""
+    thread_id = await new_thread(http)
+    reply = await http.request(
+        method, target.format(thread_id=thread_id), json={} if method == "POST" else None
+    )
+    assert reply.status_code == 422, reply.text
+    assert "NUL character" in reply.json()["detail"]
+    assert await runs_of(http, thread_id) == []

@@ -5,6 +5,7 @@ leader lease that makes one replica of the cluster poll."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from tests.conftest import MODES
 from tests.stacks import fresh_postgres_database
 from waybill.common.sql import create_engine
-from waybill.services.delivery.channels.store import ChannelStore, thread_id_of
+from waybill.services.delivery.channels.store import HOLDER, ChannelStore, OwedReply, thread_id_of
 from waybill.services.delivery.store import ReceiptStore
 
 
@@ -125,3 +126,20 @@ def test_telegram_polling_offsets_survive_the_move_to_text_positions(database_ur
         move("head")
     finally:
         engine.dispose()
+
+
+async def test_an_answer_streamed_here_is_not_adopted_here_when_its_lease_lapses(
+    stores: tuple[ChannelStore, ChannelStore],
+) -> None:
+    """A renewal that came late (a loaded machine) let the lease of an answer this
+    replica streams lapse: its own sweep adopted it and streamed it a second time
+    (two answers in the chat). It skips what it streams; another replica still
+    adopts a lapsed answer, as when the first died."""
+    one, two = stores
+    run_id = str(uuid.uuid4())
+    owed = OwedReply(run_id, str(uuid.uuid4()), "tg", "{}", None)
+    await one.owe_reply(owed, HOLDER, seconds=0.05)
+    await asyncio.sleep(0.1)  # lapsed
+    assert await one.adopt_replies(HOLDER, 30.0, skip={run_id}) == []
+    (adopted,) = await two.adopt_replies("another-replica", 30.0)
+    assert adopted.run_id == run_id

@@ -22,6 +22,7 @@ import yaml
 
 from tests.conftest import MODES
 from tests.fake_platforms import FakePlatforms
+from tests.helpers import chat_writer
 from tests.stacks import (
     fresh_postgres_database,
     running_stack,
@@ -269,12 +270,14 @@ async def test_telegram_message_streams_the_answer_through_edits(
     assert len(shown[0]) < len(shown[-1])
     assert shown[-1] == LONG_ANSWER.strip()
 
-    # The run acts for the channel's owner, with the Telegram user in its context.
+    # The run acts for the channel's owner, with the Telegram user in its caller
+    # (`langgraph_auth_user`, the graph's `runtime.server_info.user`).
     thread_id = thread_id_of("tg", chat, 0)
     (run,) = await thread_runs(http, thread_id)
     assert run["status"] == "success"
-    assert run["kwargs"]["context"]["user_id"] == "alice"
-    channel = run["kwargs"]["context"]["channel"]
+    caller = run["kwargs"]["config"]["configurable"]["langgraph_auth_user"]
+    assert caller["identity"] == "alice"
+    channel = caller["channel"]
     assert channel == {"platform": "telegram", "channel": "tg", "user": "4242", "chat": chat}
     thread = (await http.get(f"/threads/{thread_id}")).json()
     assert {"channel": "tg", "platform": "telegram", "chat": chat}.items() <= thread[
@@ -370,7 +373,7 @@ async def test_slack_answers_in_the_thread_through_updates(
 
     # Threads per conversation: the reply thread is its own LangGraph thread.
     (run,) = await thread_runs(http, thread_id_of("team", f"{channel}:{message_ts}", 0))
-    assert run["kwargs"]["context"]["channel"]["user"] == "U0ADA"
+    assert chat_writer(run)["user"] == "U0ADA"
 
 
 # ---- the generic signed webhook -------------------------------------------------------

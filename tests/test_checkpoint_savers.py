@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 
 from tests.stacks import fresh_postgres_database
@@ -23,8 +24,17 @@ class Items(TypedDict):
     items: Annotated[list[str], operator.add]
 
 
-def two_steps(saver: Any) -> Any:
-    graph = StateGraph(Items)
+def extend(items: list[str], writes: list[list[str]]) -> list[str]:
+    return [*items, *(item for write in writes for item in write)]
+
+
+class DeltaItems(TypedDict):
+    # A snapshot of the value every 4th update; the checkpoints between hold none.
+    items: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=4)]
+
+
+def two_steps(saver: Any, state: Any = Items) -> Any:
+    graph = StateGraph(state)
     graph.add_node("first", lambda state: {"items": ["first"]})
     graph.add_node("second", lambda state: {"items": ["second"]})
     graph.add_edge(START, "first")
@@ -156,3 +166,32 @@ async def test_keep_latest_keeps_the_newest_checkpoint_and_its_state(saver: Any)
     assert await checkpoints(saver, thread_id) == []
     with pytest.raises(ValueError):
         await saver.aprune([other], strategy="everything")
+
+
+async def test_keep_latest_keeps_the_ancestors_a_delta_channel_is_read_from(saver: Any) -> None:
+    graph = two_steps(saver, DeltaItems)
+    thread_id = str(uuid.uuid4())
+    for item in ("one", "two", "three"):
+        await run(graph, thread_id, item)
+    before = await graph.aget_state(thread(thread_id))
+    every = await checkpoints(saver, thread_id)
+
+    await saver.aprune([thread_id], strategy="keep_latest")
+
+    kept = await checkpoints(saver, thread_id)
+    assert (await graph.aget_state(thread(thread_id))).values == before.values
+    assert before.values["items"] == [
+        step for item in ("one", "two", "three") for step in (item, "first", "second")
+    ]
+    # The newest, then its parents back to the nearest that holds the value: no more.
+    assert 1 < len(kept) < len(every)
+    assert kept[0].config == before.config
+    for child, parent in zip(kept, kept[1:], strict=False):
+        assert (
+            child.parent_config["configurable"]["checkpoint_id"]
+            == (parent.config["configurable"]["checkpoint_id"])
+        )
+    assert [found for found in kept if "items" in found.checkpoint["channel_values"]] == kept[-1:]
+    await run(graph, thread_id, "four")
+    after = await graph.aget_state(thread(thread_id))
+    assert after.values["items"] == [*before.values["items"], "four", "first", "second"]

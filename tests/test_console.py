@@ -1,28 +1,35 @@
 """The console (/console) in a real headless Chromium against a real stack:
 every page loads and shows what the API holds, chat streams the scripted
-model's tokens, a running run is cancelled from its page, an interrupt is
-resumed through its form, a dropped stream resumes without duplicates, and no
-page logs a console error. Screenshots land in test-artifacts/console/."""
+model's tokens, a running run is cancelled from its page (and no longer can be
+once it is over), a run taken over by another runner says so, an interrupt is
+resumed through its form, a dropped stream resumes without duplicates, an
+`agent ⇄ tools` loop is drawn as LangGraph draws it, and no page logs a console
+error. Screenshots land in test-artifacts/console/."""
 
 from __future__ import annotations
 
 import json
+import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.console_browser import ConsolePage, chromium
 from tests.helpers import present, says, slow, tools, write
 from tests.stacks import WEBHOOK_ENV, free_port, stack_in_mode, start_second_gateway, wait_until
 from tests.webhook_receiver import WebhookReceiver
-from waybill.common.launch import Stack
+from waybill.common.launch import SERVICES, Stack
 
 # A stack and a browser start in the first test of the file (slow on a loaded machine).
 pytestmark = pytest.mark.timeout(240)
+
+# LangGraph Platform's own answers (langgraph dev 0.16.7), recorded for test_studio.py.
+STUDIO_REFERENCE = Path(__file__).parent / "studio_graphs" / "reference.json"
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +253,62 @@ def test_cancel_a_running_run_from_its_page(console: ConsolePage, api: httpx.Cli
     )
 
 
+def test_cancel_is_disabled_once_another_run_rolled_this_one_back(
+    console: ConsolePage, api: httpx.Client
+) -> None:
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    run = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(30)}
+    ).json()
+    wait_until(lambda: run_status(api, thread_id, run["run_id"]) == "running", "the run starts")
+    page = console.goto(f"/threads/{thread_id}/runs/{run['run_id']}")
+    expect(page.locator("[data-testid=cancel]")).to_be_enabled()
+    api.post(  # a newer run rolls this one back: it is over, and deleted
+        f"/threads/{thread_id}/runs",
+        json={
+            "assistant_id": "lead_agent",
+            "input": says("next"),
+            "multitask_strategy": "rollback",
+        },
+    )
+    expect(page.get_by_role("alert").first).to_contain_text("not found")
+    expect(page.locator("[data-testid=cancel]:enabled")).to_have_count(0)
+    expect(page.locator("[data-testid=rollback]:enabled")).to_have_count(0)
+    # The browser logs each 404 of the deleted run's reads; nothing else may appear.
+    gone = f"404 (Not Found) ({{'url': '{console.base_url}/threads/{thread_id}/runs/{run['run_id']}"
+    console.errors[:] = [error for error in console.errors if gone not in error]
+
+
+def restart_runner(stack: Stack) -> None:
+    """SIGTERM the runner (it hands back what outlives its shutdown grace) and start a
+    new runner process in its place: another runner, with an id of its own."""
+    leaving = stack.processes["runner"]
+    leaving.send_signal(signal.SIGTERM)
+    assert leaving.wait(30) == 0
+    stack.start_one("runner", SERVICES["runner"])
+    stack.wait_ready(["runner"])
+
+
+def test_a_run_taken_over_by_another_runner_shows_its_attempt(
+    console: ConsolePage, api: httpx.Client, stack: Stack
+) -> None:
+    thread_id = api.post("/threads", json={}).json()["thread_id"]
+    # The tool outlasts the runner's shutdown grace (2 s), so attempt 1 is handed back.
+    run = api.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": "lead_agent", "input": slow(5)}
+    ).json()
+    page = console.goto(f"/threads/{thread_id}/runs/{run['run_id']}")
+    attempt = page.locator("[data-testid=run-attempt]")
+    expect(attempt).to_have_text("1")
+    expect(page.locator("[data-testid=taken-over]")).to_have_count(0)
+    restart_runner(stack)  # the new runner resumes the run from its checkpoint
+    expect(page.locator("[data-testid=run-status]")).to_have_text("success", timeout=60_000)
+    expect(attempt).to_have_text(re.compile(r"^2\b"))
+    expect(page.locator("[data-testid=taken-over]")).to_have_text("taken over")
+    expect(page.locator("[data-testid=cancel]")).to_be_disabled()
+    console.shot("run-taken-over")
+
+
 def test_a_dropped_stream_resumes_without_duplicates(
     console: ConsolePage, api: httpx.Client
 ) -> None:
@@ -280,6 +343,8 @@ def test_an_interrupt_is_answered_through_the_form(console: ConsolePage, api: ht
     expect(page.locator("pre.json").first).to_contain_text("deploy: yes")
     expect(form).to_have_count(0)
     thread_id = page.url.split("/chat/")[1]
+    # The page shows the resumed run's values as they stream; its end comes after.
+    wait_until(lambda: api.get(f"/threads/{thread_id}").json()["status"] == "idle", "the run's end")
     thread = api.get(f"/threads/{thread_id}").json()
     assert thread["values"]["decision"] == "deploy: yes"
     assert thread["status"] == "idle"
@@ -335,6 +400,59 @@ def test_assistants_create_edit_versions_and_graph(console: ConsolePage, api: ht
         2,
         "release",
     )
+
+
+def node_boxes(page: Page) -> dict[str, dict[str, float]]:
+    """Where each node of the drawn graph is, by node id, in the drawing's own units
+    (the units of its edges' paths)."""
+    return {
+        str(node.get_attribute("data-node")): {
+            side: float(str(node.locator("rect").get_attribute(side)))
+            for side in ("x", "y", "width", "height")
+        }
+        for node in page.locator("[data-testid=graph] [data-node]").all()
+    }
+
+
+def assert_agent_tools_loop(page: Page, agent: str, tools: list[str]) -> None:
+    """As LangGraph draws it: __start__, the agent one row below, its tools one row
+    below that with __end__, and the way back drawn up from tools into the agent."""
+    expect(page.locator("[data-testid=graph] [data-node=__end__]")).to_be_visible()
+    boxes = node_boxes(page)
+    step = boxes[agent]["y"] - boxes["__start__"]["y"]
+    assert step > 0
+    for tool in tools:
+        assert boxes[tool]["y"] - boxes[agent]["y"] == step, (tool, boxes)
+    assert boxes["__end__"]["y"] == boxes[tools[0]]["y"], boxes
+    for tool in tools:
+        back = page.locator(f"[data-testid=graph] path[data-edge='{tool}->{agent}']")
+        start_x, start_y = map(float, str(back.get_attribute("d"))[1:].split()[:2])
+        assert start_y == pytest.approx(boxes[tool]["y"], abs=1)  # leaves the tool's top
+        assert boxes[tool]["x"] <= start_x <= boxes[tool]["x"] + boxes[tool]["width"]
+
+
+def test_the_agent_tools_loop_is_drawn_as_langgraph_draws_it(
+    console: ConsolePage, api: httpx.Client
+) -> None:
+    [lead] = [
+        a for a in api.post("/assistants/search", json={}).json() if a["graph_id"] == "lead_agent"
+    ]
+    page = console.goto(f"/assistants/{lead['assistant_id']}")
+    assert_agent_tools_loop(page, "agent", ["tools", "task"])
+    console.shot("assistant-graph-lead-agent")
+
+    # A create_react_agent graph, as LangGraph Platform itself answers its drawing.
+    react = json.loads(STUDIO_REFERENCE.read_text())["graph"]["agent"]["absent"]
+
+    def reference_drawing(route: Route) -> None:
+        route.fulfill(json=react)
+
+    page.route("**/assistants/*/graph*", reference_drawing)
+    page.reload()
+    assert_agent_tools_loop(page, "agent", ["tools"])
+    conditional = page.locator("[data-testid=graph] path.conditional")
+    expect(conditional).to_have_count(sum(1 for e in react["edges"] if e.get("conditional")))
+    console.shot("assistant-graph-react-agent")
 
 
 def test_operations_page(console: ConsolePage, api: httpx.Client) -> None:

@@ -48,6 +48,9 @@ USERS = {
     "carol-token": {"identity": "carol", "permissions": ["team-reader"], "team": "red"},
     # an identity beyond ASCII (it travels to the services as gRPC metadata)
     "jose-token": {"identity": "Jos\u00e9 \u5c71\u7530", "permissions": ["write"], "team": "red"},
+    # a user too big for gRPC's metadata (8 KiB soft limit, 16 KiB hard)
+    "big-token": {"identity": "big", "permissions": ["write"], "team": "red", "bio": "x" * 20000},
+    "roomy-token": {"identity": "roomy", "permissions": ["write"], "bio": "x" * 5000},
 }
 
 
@@ -559,6 +562,27 @@ async def test_an_identity_beyond_ascii_is_served(stack: Stack) -> None:
         assert result["seen"]["langgraph_auth_user_id"] == "Jos\u00e9 \u5c71\u7530"
     finally:
         await jose.aclose()
+
+
+async def test_a_user_too_big_for_grpc_metadata_is_refused_at_authentication(
+    http: httpx.AsyncClient,
+) -> None:
+    """A user of 20000 bytes passes gRPC's metadata limits (8 KiB soft: calls fail at
+    random above it; 16 KiB hard: every call fails). Before, its calls answered a
+    misleading 429 (RESOURCE_EXHAUSTED); the reference, one process, has no such
+    limit and serves it. Now a clear 400 at authentication, and nothing is
+    created; 5000 bytes are served."""
+    refused = await http.post("/threads", json={}, headers=bearer("big-token"))
+    assert refused.status_code == 400
+    assert "at most 6144" in refused.json()["detail"]
+    owned = await http.post(
+        "/threads/search", json={"metadata": {"owner": "big"}}, headers=OPERATOR
+    )
+    assert owned.json() == []
+    roomy = await http.post("/threads", json={}, headers=bearer("roomy-token"))
+    assert roomy.status_code == 200, roomy.text
+    mine = await http.post("/threads/search", json={}, headers=bearer("roomy-token"))
+    assert [t["thread_id"] for t in mine.json()] == [roomy.json()["thread_id"]]
 
 
 async def test_do_nothing_does_not_hand_over_anothers_assistant(

@@ -16,6 +16,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 
 from tests.helpers import present, says, tools, write
+from tests.stacks import service_channel
 from waybill.common.launch import Stack
 from waybill.v1 import common_pb2, delivery_pb2, delivery_pb2_grpc
 
@@ -197,7 +198,7 @@ async def test_uploads_refuse_names_with_folders(
 def test_one_receipt_per_epoch_and_a_stale_epoch_is_refused(stack: Stack) -> None:
     """Straight at the delivery service: the contract the runner relies on."""
     run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
-    with grpc.insecure_channel(stack.address_of("delivery")) as channel:
+    with service_channel(stack.address_of("delivery")) as channel:
         delivery = delivery_pb2_grpc.DeliveryStub(channel)
         first = delivery.Snapshot(
             delivery_pb2.SnapshotRequest(run_id=run_id, thread_id=thread_id, epoch=1)
@@ -235,7 +236,7 @@ def test_an_untouched_run_gets_its_first_snapshot_with_its_receipt(stack: Stack)
     workspace = stack.settings.workspaces_path() / thread_id
     workspace.mkdir(parents=True)
     (workspace / "notes.md").write_text("uploaded before the run")
-    with grpc.insecure_channel(stack.address_of("delivery")) as channel:
+    with service_channel(stack.address_of("delivery")) as channel:
         delivery = delivery_pb2_grpc.DeliveryStub(channel)
         receipt = delivery.WriteReceipt(
             delivery_pb2.WriteReceiptRequest(

@@ -26,6 +26,7 @@ from tests.stacks import (
     eventually,
     free_port,
     fresh_postgres_database,
+    service_channel,
     two_runner_stack,
 )
 from tests.webhook_receiver import WebhookReceiver
@@ -44,7 +45,7 @@ def two_runners(tmp_path: Path) -> Iterator[TwoRunners]:
 
 
 def stored_receipt(address: str, run_id: str) -> delivery_pb2.Receipt | None:
-    with grpc.insecure_channel(address) as channel:
+    with service_channel(address) as channel:
         try:
             return delivery_pb2_grpc.DeliveryStub(channel).GetReceipt(
                 delivery_pb2.GetReceiptRequest(run_id=run_id), timeout=5

@@ -122,7 +122,9 @@ def test_every_service_is_probed_bounded_non_root_and_configured(kustomization: 
         env = {e["name"]: e for e in box.get("env", [])}
         if name == "gateway":
             assert box["readinessProbe"]["httpGet"]["path"] == "/ok"
-            assert box["livenessProbe"]["httpGet"]["path"] == "/ok"
+            # Liveness asks no peer: a runner outage must not restart the gateway.
+            assert box["livenessProbe"]["httpGet"]["path"] == "/livez"
+            assert box["startupProbe"]["httpGet"]["path"] == "/livez"
             assert "WAYBILL_DATABASE_URL" not in env  # the gateway owns no data
             continue
         port, health_port = GRPC_SERVICES[name], HEALTH_PORTS[name]
@@ -141,6 +143,21 @@ def test_every_service_is_probed_bounded_non_root_and_configured(kustomization: 
         assert init["command"] == ["waybill", "migrate", "--wait"]
         init_env = {e["name"]: e["valueFrom"] for e in init["env"]}
         assert init_env["WAYBILL_DATABASE_URL"] == {"secretKeyRef": secret}
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_process_presents_the_service_token(kustomization: str) -> None:
+    """The services and the gateway read WAYBILL_SERVICE_TOKEN from the Secret's
+    `service-token` (docs/security.md); the dev overlay generates one."""
+    deployments = of_kind(rendered(kustomization), "Deployment")
+    for name, deployment in deployments.items():
+        env = {e["name"]: e for e in container(deployment).get("env", [])}
+        secret = env["WAYBILL_SERVICE_TOKEN"]["valueFrom"]["secretKeyRef"]
+        assert secret["name"].startswith("waybill-secrets"), name
+        assert secret["key"] == "service-token", name
+    if kustomization == "overlays/dev":
+        [generated] = of_kind(rendered(kustomization), "Secret").values()
+        assert base64.b64decode(generated["data"]["service-token"])
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
@@ -197,6 +214,8 @@ def test_compose_runs_every_service_after_one_migration_and_two_gateways() -> No
             "condition": "service_completed_successfully"
         }
         assert importlib.util.find_spec(services[name]["command"][-1])
+    for name in [*GRPC_SERVICES, "gateway"]:  # every gRPC call's credential
+        assert services[name]["environment"]["WAYBILL_SERVICE_TOKEN"], name
     assert services["gateway"]["deploy"]["replicas"] == 2
     assert "ports" not in services["gateway"]  # only the proxy is published
     assert services["proxy"]["ports"] == ["127.0.0.1:8080:8080"]

@@ -12,13 +12,18 @@ import signal
 import uuid
 from pathlib import Path
 
-import grpc
 import httpx
 import pytest
 from langgraph_sdk import get_client
 
 from tests.helpers import parse_sse, says
-from tests.stacks import running_stack, stack_env, start_second_gateway, wait_until
+from tests.stacks import (
+    aio_service_channel,
+    running_stack,
+    stack_env,
+    start_second_gateway,
+    wait_until,
+)
 from waybill.common.launch import grpc_serving
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
@@ -109,7 +114,7 @@ async def test_a_stopping_journal_stores_what_it_accepted(tmp_path: Path) -> Non
             event = journal_pb2.RunEvent(event="custom", data=b'{"n": %d}' % n)
             return journal_pb2.AppendRequest(run_id=run_id, epoch=1, events=[event])
 
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with aio_service_channel(address) as channel:
             journal = journal_pb2_grpc.JournalStub(channel)
             for n in range(20):  # no Flush: the events wait in the write-behind
                 await journal.Append(batch(n))
@@ -131,7 +136,7 @@ async def test_a_stopping_journal_stores_what_it_accepted(tmp_path: Path) -> Non
         stack.start_one("journal")
         wait_until(lambda: grpc_serving(address), "the journal serving again")
         got: list[journal_pb2.RunEvent] = []
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with aio_service_channel(address) as channel:
             call = journal_pb2_grpc.JournalStub(channel).Subscribe(
                 journal_pb2.SubscribeRequest(run_id=run_id, from_seq=0)
             )

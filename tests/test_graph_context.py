@@ -1,7 +1,7 @@
 """The context belongs to the graph: a run's `context` reaches the graph as the
 client sent it (narrowed to what its schema declares, as on LangGraph
 Platform), the caller is in `configurable` where LangGraph Platform puts it, and
-Waybill's own conventions (identity in the context, the model allowlist) stay
+Waybill's own conventions (the model allowlist) stay
 with the graphs that ask for them. Auth on, with principals from the YAML config,
 on SQLite and Postgres."""
 
@@ -99,7 +99,7 @@ class Settings:  # as LangGraph's docs write a context schema
     level: int = 1
 
 
-class Identity(TypedDict, total=False):  # declares Waybill's identity keys
+class Identity(TypedDict, total=False):  # declares the names Waybill's principals have
     user_id: str
     role: str
     channel: dict
@@ -295,6 +295,7 @@ async def test_the_caller_is_in_configurable_and_the_server_info(alice: LangGrap
     configurable = values["seen_configurable"]
     assert configurable["langgraph_auth_user_id"] == "alice"
     assert configurable["langgraph_auth_permissions"] == sorted(ROLE_SCOPES["user"])
+    # As on LangGraph Platform, `user_id` is the caller's when the client sent none.
     assert configurable["user_id"] == "alice"
     assert values["auth_user"] == user_of("alice")
     ids = {key: stored[key] for key in ("run_id", "thread_id", "assistant_id")}
@@ -326,15 +327,18 @@ async def test_a_client_cannot_forge_the_caller(bob: LangGraphClient) -> None:
     assert values["auth_user"] == user_of("bob")
     assert values["seen_configurable"]["langgraph_auth_user_id"] == "bob"
     assert values["seen_configurable"]["langgraph_auth_permissions"] == sorted(ROLE_SCOPES["user"])
-    assert values["seen_configurable"]["user_id"] == "bob"
-    # The identity keys the schema declares are the server's (no channel: bob is no chat).
-    assert values["context"] == {"user_id": "bob", "role": "user"}
+    # `user_id`, `role` and `channel` are the graph's own fields, the client's as
+    # on LangGraph Platform (issue 39): they name nobody to the server.
+    assert values["seen_configurable"]["user_id"] == "alice"
+    assert values["context"] == {"user_id": "alice", "role": "admin", "channel": {"platform": "x"}}
 
 
-async def test_a_typeddict_declaring_identity_gets_the_servers(alice: LangGraphClient) -> None:
+async def test_a_typeddict_declaring_identity_names_gets_nothing_added(
+    alice: LangGraphClient,
+) -> None:
     values, stored = await run_and_read(alice, "identity", context={"model_name": "mine"})
     assert values["context_type"] == "dict"
-    assert values["context"] == {"model_name": "mine", "user_id": "alice", "role": "user"}
+    assert values["context"] == {"model_name": "mine"}
     assert stored["kwargs"]["context"] == values["context"]
 
 

@@ -123,6 +123,7 @@ def test_every_service_is_probed_secured_and_configured(profile: str) -> None:
         assert init["command"] == ["waybill", "migrate", "--wait"]
     gateway = container(deployments[named("gateway")])
     assert gateway["readinessProbe"]["httpGet"]["path"] == "/ok"
+    assert gateway["livenessProbe"]["httpGet"]["path"] == "/livez"  # asks no peer
     assert "WAYBILL_DATABASE_URL" not in env_of(gateway)
     delivery = env_of(container(deployments[named("delivery")]))
     assert delivery["WAYBILL_WEBHOOK_SECRET"]["secretKeyRef"]["key"] == "webhook-secret"
@@ -253,6 +254,21 @@ def test_without_a_given_webhook_secret_one_is_generated() -> None:
     values = {"database": {"url": "postgresql+asyncpg://w:w@db:5432/w"}}
     [secret] = of_kind(render(values), "Secret").values()
     assert len(base64.b64decode(secret["data"]["webhook-secret"])) == 48
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_process_presents_a_generated_service_token(profile: str) -> None:
+    docs = rendered(profile)
+    for name, deployment in of_kind(docs, "Deployment").items():
+        env = env_of(container(deployment))
+        assert env["WAYBILL_SERVICE_TOKEN"]["secretKeyRef"]["key"] == "service-token", name
+    if not values_of(profile).get("secrets", {}).get("existingSecret"):
+        [secret] = of_kind(docs, "Secret").values()
+        assert len(base64.b64decode(secret["data"]["service-token"])) == 48
+    given = {"database": {"url": "postgresql+asyncpg://w:w@db:5432/w"}}
+    given["secrets"] = {"serviceToken": "given-token"}
+    [chosen] = of_kind(render(given), "Secret").values()
+    assert base64.b64decode(chosen["data"]["service-token"]) == b"given-token"
 
 
 def test_an_existing_secret_replaces_the_charts() -> None:

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from sqlalchemy import func, select
 
-from tests.stacks import SHARED_REDIS, free_port, fresh_postgres_database
+from tests.stacks import SHARED_REDIS, drop_redis_keys, free_port, fresh_postgres_database
 from waybill.common.errors import ServiceError
 from waybill.common.sql import create_engine
 from waybill.services.journal.hub import END, HubConfig, JournalHub
@@ -208,6 +208,55 @@ async def test_a_second_close_changes_nothing_and_says_so(hub: JournalHub) -> No
     assert await closed_at(hub.store, run_id) == first_end  # retention counts from the end
     # A log nobody opened (a run that ended before its first event) is closed too.
     assert await hub.close(str(uuid.uuid4()), 1) is True
+
+
+class SlowToClose(JournalStore):
+    """A store whose close takes a while to commit (a loaded database)."""
+
+    async def mark_closed(self, run_id: str, epoch: int) -> bool:
+        await asyncio.sleep(0.3)
+        return await super().mark_closed(run_id, epoch)
+
+
+@pytest.mark.parametrize("fan_out", ["memory", "redis"])
+async def test_a_reader_sees_the_end_only_once_sql_has_the_close(
+    tmp_path: Path, fan_out: str
+) -> None:
+    """Whoever followed a log to its end (`join` does) finds it closed in SQL, where
+    a late record is refused; it used to be told before SQL had the close. No
+    append gets in meanwhile."""
+    store = SlowToClose(create_engine(f"sqlite+aiosqlite:///{tmp_path / 'journal.db'}"))
+    await store.migrate()
+    config = HubConfig(batch_max=64)
+    prefix = f"test-close-order-{uuid.uuid4().hex}"
+    hub: Any = (
+        JournalHub(store, config)
+        if fan_out == "memory"
+        else RedisJournalHub(store, config, RedisConfig(SHARED_REDIS, prefix=prefix))
+    )
+    hub.start()
+    try:
+        run_id = str(uuid.uuid4())
+        await hub.append(run_id, 1, [("metadata", b"{}")])
+
+        async def end_seen_closed_in_sql() -> bool:
+            async for batch in hub.subscribe(run_id, from_seq=0, live_only=False):
+                if batch is END:
+                    return await store.is_closed(run_id)
+            raise AssertionError("the stream never ended")
+
+        reader = asyncio.create_task(end_seen_closed_in_sql())
+        await asyncio.sleep(0.05)  # the reader follows live
+        closing = asyncio.create_task(hub.close(run_id, 1))
+        await asyncio.sleep(0.1)  # the close is on its way to SQL
+        with pytest.raises(ServiceError, match="closed"):
+            await hub.append(run_id, 1, [("values", b"late")])
+        assert await closing is True
+        assert await asyncio.wait_for(reader, 5.0) is True
+    finally:
+        await hub.stop()
+        await store.engine.dispose()
+        drop_redis_keys(SHARED_REDIS, prefix)
 
 
 async def closed_at(store: JournalStore, run_id: str) -> object:

@@ -16,12 +16,18 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import psycopg
 import pytest
 
 from tests.private_servers import PrivateRedis, private_redis
-from tests.stacks import free_port, fresh_postgres_database, replica_env, stack_env, wait_until
+from tests.stacks import (
+    aio_service_channel,
+    free_port,
+    fresh_postgres_database,
+    replica_env,
+    stack_env,
+    wait_until,
+)
 from waybill.common.launch import Stack, grpc_serving
 from waybill.services.journal.store import unpack
 from waybill.v1 import journal_pb2, journal_pb2_grpc
@@ -85,7 +91,7 @@ def three_journals(tmp_path: Path, **extra: str) -> Iterator[Journals]:
 
 @asynccontextmanager
 async def stubs(journals: Journals) -> AsyncIterator[dict[str, journal_pb2_grpc.JournalStub]]:
-    channels = {name: grpc.aio.insecure_channel(a) for name, a in journals.addresses.items()}
+    channels = {name: aio_service_channel(a) for name, a in journals.addresses.items()}
     try:
         yield {name: journal_pb2_grpc.JournalStub(c) for name, c in channels.items()}
     finally:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import psycopg
 import pytest
@@ -23,10 +22,12 @@ import redis
 from tests.helpers import parse_sse
 from tests.stacks import (
     SHARED_REDIS,
+    aio_service_channel,
     drop_redis_keys,
     free_port,
     fresh_postgres_database,
     running_stack,
+    service_channel,
     stack_env,
     start_second,
     start_second_gateway,
@@ -93,7 +94,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
 
 
 def journal_stats(address: str) -> dict[str, int]:
-    with grpc.insecure_channel(address) as channel:
+    with service_channel(address) as channel:
         reply = journal_pb2_grpc.JournalStub(channel).GetStats(journal_pb2.JournalStatsRequest())
     return dict(codec.loads(reply.json))
 
@@ -303,7 +304,7 @@ async def test_a_slow_consumer_overflows_is_counted_and_gets_every_event(
         thread_id = await create_thread(a)
         before = journal_stats(replicas.journal_b)["subscriber_overflows"]
         run = (await a.post(f"/threads/{thread_id}/runs", json=ticker(ticks, size=40_000))).json()
-        channel = grpc.aio.insecure_channel(replicas.journal_b)
+        channel = aio_service_channel(replicas.journal_b)
         journal = journal_pb2_grpc.JournalStub(channel)
         call = journal.Subscribe(journal_pb2.SubscribeRequest(run_id=run["run_id"]))
         seqs = [event.seq for event in (await call.read()).events]

@@ -92,7 +92,9 @@ JS_CONTRACT: dict[str, Answers | Streams | Refused] = {
     "runs.joinStream": Streams(
         {"metadata": RunMetadataPayload, "values": dict[str, Any]}, frozenset({"values"})
     ),
-    "runs.cancel": Answers(None),
+    # Called with wait=true: the run's last values once it has ended, as LangGraph
+    # Platform answers (the SDK's type says void; it hands on the body it got).
+    "runs.cancel": Answers(dict[str, Any]),
     "runs.cancelMany": Answers(None),
     "runs.delete": Answers(None),
     # crons

@@ -200,7 +200,7 @@ async def test_a_failing_tool_and_a_dying_server_are_tool_errors(client: LangGra
 
     # An idempotent tool whose connection is lost is called again, on a new one.
     answered, run = await call_tool(client, "flaky", {})
-    assert answered["status"] == "success"
+    assert answered["status"] == "success", text_of(answered)
     assert text_of(answered).startswith("flaky answered by pid")
 
 

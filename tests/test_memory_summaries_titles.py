@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 import yaml
@@ -26,7 +25,7 @@ from sqlalchemy import text
 
 from tests.auth_stack import auth_stack_in_mode, sdk_with_key
 from tests.helpers import says
-from tests.stacks import eventually
+from tests.stacks import aio_service_channel, eventually
 from waybill.common.launch import Stack
 from waybill.common.settings import ConfigError, read_config_file
 from waybill.common.sql import service_engine
@@ -173,7 +172,7 @@ async def test_a_stale_epoch_writes_no_memory(stack: Stack, alice: LangGraphClie
         return AfterRun(run["run_id"], epoch, thread["thread_id"], "alice", said)
 
     async with (
-        grpc.aio.insecure_channel(stack.address_of("admission")) as channel,
+        aio_service_channel(stack.address_of("admission")) as channel,
         open_store(settings, setup=False) as store,
     ):
         peers = Peers(admission_pb2_grpc.AdmissionStub(channel), None, None, None)  # type: ignore[arg-type]

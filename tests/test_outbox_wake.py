@@ -15,7 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +156,45 @@ async def test_a_webhook_released_during_a_pass_is_sent_without_waiting_a_poll(
         assert sorted(delivered_runs(receiver)) == sorted([first, second])
     finally:
         await outbox.close()
+
+
+class CountedPasses(OutboxStore):
+    """The outbox's store, counting the passes of the replica that uses it."""
+
+    passes = 0
+
+    async def next_due(self, now: datetime) -> datetime | None:
+        self.passes += 1
+        return await super().next_due(now)
+
+
+async def test_a_row_claimed_by_another_replica_is_waited_for_not_polled(
+    parts: tuple[Settings, ReceiptStore, RaceAfterNextDue], receiver: WebhookReceiver
+) -> None:
+    """Two delivery replicas on one outbox: while one holds a due row's claim, the
+    other sleeps until the claim ends (it used to wake every 50 ms for a row it
+    could not take), and sends the row once the claim lapses unfinished."""
+    settings, receipts, other_replica = parts
+    run_id = await held_webhook(settings, receipts, other_replica, receiver.url)
+    other_outbox = Outbox(settings, other_replica, EndedRuns())  # type: ignore[arg-type]
+    try:
+        assert await other_outbox.confirm(run_id, EPOCH) == 1  # pending, due now
+    finally:
+        await other_outbox.close()
+    claim = 2.0  # the other replica's claim: it never finishes its attempt
+    claimed = await other_replica.claim_due(codec.now_utc(), timedelta(seconds=claim), 10)
+    assert [found.run_id for found in claimed] == [run_id]
+
+    this_replica = CountedPasses(other_replica.engine)
+    outbox = Outbox(settings, this_replica, EndedRuns())  # type: ignore[arg-type]
+    began = time.monotonic()
+    outbox.start()
+    try:
+        waited = await delivered(receiver, run_id, seconds=claim + 10.0)
+        assert waited >= claim - 0.5, "sent while another replica held its claim"
+        # The first pass, one when the claim lapses (a margin's early one at most),
+        # and the pass after the send: never one every 50 ms.
+        assert this_replica.passes <= 5, f"{this_replica.passes} passes in {waited:.1f}s"
+    finally:
+        await outbox.close()
+    assert time.monotonic() - began < claim + 10.0

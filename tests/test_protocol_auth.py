@@ -16,6 +16,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
+from tests.helpers import SHOUT_GRAPH_PY
 from tests.stacks import stack_in_mode
 from waybill.common.launch import Stack
 
@@ -49,26 +50,6 @@ async def no_forbidden_runs(ctx: Auth.types.AuthContext, value: dict):
     return {"owner": ctx.user.identity}
 """
 
-SHOUT_PY = """
-from typing_extensions import TypedDict
-from langgraph.graph import END, START, StateGraph
-
-
-class State(TypedDict):
-    text: str
-
-
-def shout(state: State) -> dict:
-    return {"text": state["text"].upper()}
-
-
-builder = StateGraph(State)
-builder.add_node("shout", shout)
-builder.add_edge(START, "shout")
-builder.add_edge("shout", END)
-graph = builder.compile()
-"""
-
 JSON = {"Accept": "application/json"}
 
 
@@ -80,7 +61,7 @@ def bearer(user: str) -> dict[str, str]:
 def project_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("protocol-auth-project")
     (root / "auth.py").write_text(textwrap.dedent(AUTH_PY))
-    (root / "shout.py").write_text(textwrap.dedent(SHOUT_PY))
+    (root / "shout.py").write_text(SHOUT_GRAPH_PY)
     manifest = {"graphs": {"shout": "./shout.py:graph"}, "auth": {"path": "./auth.py:auth"}}
     (root / "langgraph.json").write_text(json.dumps(manifest))
     data_dir = tmp_path_factory.mktemp("protocol-auth")

@@ -94,7 +94,15 @@ def stack(fake: tuple[FakeKubernetes, Path]) -> Iterator[Stack]:
     kubernetes |= {"namespace": "sandboxes", "poll_seconds": 0.05}
     config = data_dir / "waybill.yaml"
     config.write_text(
-        yaml.safe_dump({"sandbox": {"provider": "kubernetes", "kubernetes": kubernetes}})
+        yaml.safe_dump(
+            {
+                "sandbox": {
+                    "provider": "kubernetes",
+                    "kubernetes": kubernetes,
+                    "allow_without_auth": True,  # this stack runs with auth off
+                }
+            }
+        )
     )
     with stack_in_mode("sqlite", data_dir, WAYBILL_CONFIG=str(config)) as running:
         yield running

@@ -20,9 +20,16 @@ def run_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
     monkeypatch.setenv("WAYBILL_WORKSPACES_DIR", str(tmp_path))
     get_settings.cache_clear()
     run_id = str(uuid.uuid4())
-    yield {"configurable": {"thread_id": str(uuid.uuid4()), "run_id": run_id}}
-    SNAPSHOT_GATES.pop(run_id, None)
+    yield {
+        "configurable": {"thread_id": str(uuid.uuid4()), "run_id": run_id},
+        "metadata": {"run_epoch": 1},  # as the runner's run_config stamps it
+    }
+    SNAPSHOT_GATES.pop((run_id, 1), None)
     get_settings.cache_clear()
+
+
+def gate_key(config: dict) -> tuple[str, int]:
+    return (config["configurable"]["run_id"], config["metadata"]["run_epoch"])
 
 
 def _write_in_a_worker(config: dict) -> tuple[threading.Thread, list[object]]:
@@ -43,7 +50,7 @@ def test_a_write_asks_for_the_snapshot_and_waits_until_it_is_taken(
     run_config: dict, tmp_path: Path
 ) -> None:
     asked = threading.Event()
-    gate = SNAPSHOT_GATES[run_config["configurable"]["run_id"]] = SnapshotGate(asked.set)
+    gate = SNAPSHOT_GATES[gate_key(run_config)] = SnapshotGate(asked.set)
     worker, outcome = _write_in_a_worker(run_config)
     assert asked.wait(timeout=5)  # the tool started the snapshot
     worker.join(timeout=0.3)
@@ -55,7 +62,7 @@ def test_a_write_asks_for_the_snapshot_and_waits_until_it_is_taken(
 
 
 def test_a_failed_snapshot_refuses_every_change(run_config: dict, tmp_path: Path) -> None:
-    gate = SNAPSHOT_GATES[run_config["configurable"]["run_id"]] = SnapshotGate(lambda: None)
+    gate = SNAPSHOT_GATES[gate_key(run_config)] = SnapshotGate(lambda: None)
     gate.open(failure="no snapshot of it could be taken (AioRpcError)")
     worker, outcome = _write_in_a_worker(run_config)
     worker.join(timeout=5)

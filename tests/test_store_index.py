@@ -355,9 +355,10 @@ async def test_store_items_expire_after_the_default_ttl(expiring_stack: Stack) -
 
 
 def test_a_broken_checkpointer_ttl_stops_admission(tmp_path: Path) -> None:
+    """An unknown strategy (`keep_latest` is known since issue 39: test_thread_ttl.py)."""
     manifest = write_project(tmp_path, None)
     project = json.loads(manifest.read_text())
-    project["checkpointer"] = {"ttl": {"strategy": "keep_latest"}}
+    project["checkpointer"] = {"ttl": {"strategy": "archive"}}
     manifest.write_text(json.dumps(project))
     env = stack_env(tmp_path / "data", WAYBILL_GRAPHS=str(manifest))
     done = subprocess.run(
@@ -368,7 +369,7 @@ def test_a_broken_checkpointer_ttl_stops_admission(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 4
-    assert "checkpointer.ttl.strategy: 'keep_latest' is not supported" in done.stderr
+    assert "checkpointer.ttl.strategy: Input should be 'delete' or 'keep_latest'" in done.stderr
 
 
 # ---- a provider string: `openai:` through langchain-openai, on the local stub ------------

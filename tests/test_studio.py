@@ -261,21 +261,22 @@ async def test_studio_reads_info_and_pagination_across_origins(raw: httpx.AsyncC
     assert "x-pagination-next" in exposed and "x-pagination-total" in exposed
 
 
-def test_by_default_any_origin_without_credentials_and_no_private_network(
+def test_by_default_studios_origin_without_credentials_and_no_private_network(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The default gateway (`waybill up`): any origin, as LangGraph Platform's `*`,
-    so no credentials; a private-network preflight is refused until it is allowed.
-    (A preflight is the CORS middleware's alone: the app needs no peers for it.)"""
+    """The default gateway (`waybill up`, auth off): Studio's origin among the few
+    allowed (gateway/browser_guard.py), no credentials; a private-network preflight
+    is refused until it is allowed. (A preflight is the CORS middleware's alone: the
+    app needs no peers for it.)"""
     for name in ("WAYBILL_CORS_ORIGINS", "WAYBILL_ALLOW_PRIVATE_NETWORK"):
         monkeypatch.delenv(name, raising=False)
-    gateway = TestClient(create_app(Settings()))
+    gateway = TestClient(create_app(Settings()), base_url="http://127.0.0.1:8080")
     plain = gateway.options(
         "/assistants/search",
         headers={"Origin": STUDIO, "Access-Control-Request-Method": "POST"},
     )
     assert plain.status_code == 200
-    assert plain.headers["access-control-allow-origin"] == "*"
+    assert plain.headers["access-control-allow-origin"] == STUDIO
     assert "access-control-allow-credentials" not in plain.headers
     private = gateway.options("/assistants/search", headers=preflight_headers(STUDIO))
     assert private.status_code == 400

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.helpers import says, start_slow_tool, wait_for_status
+from tests.stacks import aio_service_channel
 from waybill.common.launch import Stack
 from waybill.services.delivery.store import receipts
 from waybill.services.journal.store import run_event_batches, run_logs
@@ -38,7 +39,7 @@ def ids_of(threads: list[dict[str, Any]]) -> list[str]:
 
 async def journal_events(stack: Stack, run_id: str) -> list[str]:
     """The run's event names as the journal replays them (gRPC errors propagate)."""
-    async with grpc.aio.insecure_channel(stack.address_of("journal")) as channel:
+    async with aio_service_channel(stack.address_of("journal")) as channel:
         call = journal_pb2_grpc.JournalStub(channel).Subscribe(
             journal_pb2.SubscribeRequest(run_id=run_id), timeout=10
         )
@@ -51,7 +52,7 @@ async def journal_events(stack: Stack, run_id: str) -> list[str]:
 
 
 async def receipt_outcome(stack: Stack, run_id: str) -> int:
-    async with grpc.aio.insecure_channel(stack.address_of("delivery")) as channel:
+    async with aio_service_channel(stack.address_of("delivery")) as channel:
         receipt = await delivery_pb2_grpc.DeliveryStub(channel).GetReceipt(
             delivery_pb2.GetReceiptRequest(run_id=run_id), timeout=10
         )
@@ -209,7 +210,7 @@ async def test_count_uses_the_search_filters(
 @pytest.mark.parametrize(
     ("path", "body", "named"),
     [
-        ("/threads/search", {"sort_by": "state_updated_at"}, "sort_by"),
+        ("/threads/search", {"sort_by": "metadata"}, "sort_by"),  # state_updated_at sorts
         ("/threads/search", {"sort_by": "name"}, "sort_by"),
         ("/threads/search", {"sort_order": "up"}, "sort_order"),
         ("/threads/search", {"status": "sleeping"}, "status"),

@@ -22,7 +22,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from tests.helpers import says
 from tests.openai_stub import OpenAIStub, running_openai_stub
-from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from tests.stacks import aio_service_channel, fresh_postgres_database, running_stack, stack_env
 from waybill.common.launch import Stack
 from waybill.common.usage import Price, TokenCount, summarize
 from waybill.services.runner.run_journal import source_of
@@ -488,7 +488,7 @@ async def test_records_are_fenced_and_go_with_their_thread_but_the_ledger_stays(
     run, reports = await finished_run(client, stub, thread_id, "keep count")
     before = (await alice.get("/token-usage")).json()
 
-    async with grpc.aio.insecure_channel(stack.settings.journal_addr) as channel:
+    async with aio_service_channel(stack.settings.journal_addr) as channel:
         journal = journal_pb2_grpc.JournalStub(channel)
         late = journal_pb2.RunRecord(type="usage", data=b"{}")
         with pytest.raises(grpc.aio.AioRpcError) as closed:  # the run ended: its log is closed

@@ -12,7 +12,7 @@ from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import picked_headers
-from waybill.gateway.routes.threads import peers_of
+from waybill.gateway.routes.threads import peers_of, remove_thread
 from waybill.gateway.schemas import (
     AssistantCount,
     AssistantCreate,
@@ -23,6 +23,9 @@ from waybill.gateway.schemas import (
     error_responses,
 )
 from waybill.v1 import admission_pb2, runner_pb2
+
+# A cascade delete finds the assistant's threads this many at a time.
+THREADS_PER_PAGE = 100
 
 router = APIRouter(tags=["assistants"], responses=error_responses())
 
@@ -165,20 +168,53 @@ async def patch_assistant(
 async def delete_assistant(
     assistant_id: str, request: Request, delete_threads: bool = False
 ) -> Response:
-    if delete_threads:
-        raise HTTPException(
-            422,
-            "delete_threads is not supported yet: delete the assistant's threads with "
-            "DELETE /threads/{thread_id} (POST /threads/search with "
-            '{"metadata": {"assistant_id": ...}} finds them).',
-        )
+    """With `delete_threads=true`, also the threads whose `metadata.assistant_id` is
+    this assistant, as LangGraph Platform does: those the caller may delete (the
+    others are skipped, as there)."""
     await authorize(request, "assistants", "delete", {"assistant_id": assistant_id})
+    peers = peers_of(request)
     await call(
-        peers_of(request).admission.DeleteAssistant(
+        peers.admission.DeleteAssistant(
             admission_pb2.DeleteAssistantRequest(assistant_id=assistant_id)
         )
     )
+    if delete_threads:
+        await _delete_threads_of(request, assistant_id)
     return Response(status_code=204)
+
+
+async def _delete_threads_of(request: Request, assistant_id: str) -> None:
+    peers = peers_of(request)
+    searched = {"metadata": {"assistant_id": assistant_id}, "thread_id": None}
+    await authorize(request, "threads", "search", searched)
+    skipped = 0  # threads left in place come first in the next search: step over them
+    while True:
+        reply = await call(
+            peers.admission.SearchThreads(
+                admission_pb2.SearchThreadsRequest(
+                    metadata_json=codec.dumps(stamped_metadata(searched)),
+                    limit=THREADS_PER_PAGE,
+                    offset=skipped,
+                    sort_by="created_at",
+                    sort_order="asc",
+                )
+            )
+        )
+        for thread in reply.threads:
+            skipped += 1 - await _delete_if_allowed(request, thread.thread_id)
+        if len(reply.threads) < THREADS_PER_PAGE:
+            return
+
+
+async def _delete_if_allowed(request: Request, thread_id: str) -> int:
+    try:
+        await authorize(request, "threads", "delete", {"thread_id": thread_id})
+        await remove_thread(peers_of(request), thread_id)
+    except HTTPException as refused:
+        if refused.status_code not in (403, 404, 409):
+            raise
+        return 0  # not the caller's to delete, gone meanwhile, or a run started
+    return 1
 
 
 @router.post("/assistants/{assistant_id}/versions")

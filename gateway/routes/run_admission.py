@@ -4,12 +4,14 @@ thread-scoped runs, the stateless ones, and the protocols that start runs."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from fastapi import Request
 
 from waybill.common import codec
+from waybill.common.request_marks import REQUEST_ID_KEY, REQUEST_START_KEY
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import shape_run
@@ -24,7 +26,9 @@ def idempotency_key(request: Request) -> str:
 def run_request(
     thread_id: str, body: RunCreate, request: Request, key: str = ""
 ) -> admission_pb2.StartRunRequest:
-    kwargs = shape_run(body.kwargs(), request.headers, request.app.state.http)
+    kwargs = with_request_marks(
+        shape_run(body.kwargs(), request.headers, request.app.state.http), request
+    )
     return admission_pb2.StartRunRequest(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
@@ -35,6 +39,22 @@ def run_request(
         after_seconds=body.after_seconds or 0,
         idempotency_key=key,
     )
+
+
+def with_request_marks(kwargs: dict[str, Any], request: Request) -> dict[str, Any]:
+    """`configurable.langgraph_request_id` (the request's `x-request-id`, else a new
+    id; a client's own value kept) and `__request_start_time_ms__`, as LangGraph
+    Platform sets them for every run."""
+    config = kwargs.get("config")
+    config = dict(config) if isinstance(config, dict) else {}
+    configurable = config.get("configurable", {})
+    if not isinstance(configurable, dict):
+        return kwargs  # refused with its reason by admission
+    configurable = dict(configurable)
+    if not configurable.get(REQUEST_ID_KEY):
+        configurable[REQUEST_ID_KEY] = request.headers.get("x-request-id") or str(uuid4())
+    configurable[REQUEST_START_KEY] = int(time.time() * 1000)
+    return {**kwargs, "config": {**config, "configurable": configurable}}
 
 
 async def start_run(

@@ -1,6 +1,6 @@
-"""How a run's answer goes out: its events as SSE (interrupted if the creating
-client leaves, when it asked), or its final values as JSON, kept alive with
-newlines while the run works. Shared by the thread-scoped and stateless runs."""
+"""How a run's answer goes out: its events as SSE, or its final values as JSON,
+kept alive with newlines while the run works; either interrupts the run if the
+client leaves first, when it asked. Shared by the thread-scoped and stateless runs."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from typing import Any
 import grpc
 from fastapi import HTTPException, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from waybill.common import codec
 from waybill.common.tracing import run_span
 from waybill.gateway.observability import observed_stream
-from waybill.gateway.peers import Peers, call
-from waybill.gateway.streams import sse_response, wait_for_end
-from waybill.v1 import admission_pb2, common_pb2, runner_pb2
+from waybill.gateway.peers import Peers
+from waybill.gateway.run_output import run_output
+from waybill.gateway.streams import sse_response
+from waybill.v1 import admission_pb2, common_pb2
 
 
 def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
@@ -30,23 +32,11 @@ def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
     }
 
 
-async def final_values(peers: Peers, run: common_pb2.Run) -> Any:
-    """What `wait` and `join` return: the thread's values, or `__error__`."""
+async def final_values(peers: Peers, run: common_pb2.Run, from_thread: bool = True) -> Any:
+    """What `wait` and `join` return (run_output.py): the run's last `values`, or
+    `__error__`."""
     with run_span("gateway.wait", run.run_id, run.thread_id):
-        error = await wait_for_end(peers.journal, run.run_id)
-    if error is not None:
-        return {"__error__": error}
-    reply = await call(
-        peers.runner.GetThreadState(
-            runner_pb2.GetThreadStateRequest(thread_id=run.thread_id, graph_id=run.graph_id)
-        )
-    )
-    state = codec.loads(reply.json, {})
-    values = state.get("values")
-    if state.get("interrupts") and isinstance(values, dict):
-        # LangGraph Platform shows a pause in the output itself.
-        values = {**values, "__interrupt__": state["interrupts"]}
-    return values
+        return await run_output(peers, run, from_thread)
 
 
 def run_stream(request: Request, run: common_pb2.Run, frames: AsyncIterator[bytes]) -> Response:
@@ -58,18 +48,34 @@ def run_stream(request: Request, run: common_pb2.Run, frames: AsyncIterator[byte
     )
 
 
-async def cancel_on_disconnect(
-    peers: Peers, run: common_pb2.Run, frames: AsyncIterator[bytes]
-) -> AsyncIterator[bytes]:
-    """The creating client went away before the stream ended: interrupt its run."""
-    finished = False
-    try:
-        async for frame in frames:
-            yield frame
-        finished = True
-    finally:
-        if not finished:
-            await asyncio.shield(cancel_quietly(peers, run))
+class CancelledIfLeft(Response):
+    """`inner`, interrupting the run when the client leaves before its last byte
+    (a stream that ends, drained on a restart included, is not a leaving)."""
+
+    def __init__(self, inner: Response, peers: Peers, run: common_pb2.Run) -> None:
+        self.inner = inner
+        self.peers = peers
+        self.run = run
+        self.status_code = inner.status_code
+        self.raw_headers = inner.raw_headers
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sent_all = False
+
+        async def watched(message: Message) -> None:
+            nonlocal sent_all
+            await send(message)
+            last = message["type"] == "http.response.body" and not message.get("more_body")
+            sent_all = sent_all or last
+
+        try:
+            await self.inner(scope, receive, watched)
+        finally:
+            if not sent_all:
+                await asyncio.shield(cancel_quietly(self.peers, self.run))
+        if self.background is not None:
+            await self.background()
 
 
 async def cancel_quietly(peers: Peers, run: common_pb2.Run) -> None:
@@ -89,12 +95,16 @@ def result_headers(thread_id: str, run_id: str) -> dict[str, str]:
 
 
 async def result_response(
-    request: Request, run: common_pb2.Run, result: Coroutine[Any, Any, Any]
+    request: Request,
+    run: common_pb2.Run,
+    result: Coroutine[Any, Any, Any],
+    cancel_on_leave: bool = False,
 ) -> Response:
     """A run's result as JSON (an error is `{"__error__": …}`, status 200, as on
     LangGraph Platform). Ready within one keep-alive interval, it is a plain
     response (a failure keeps its own status); otherwise the body starts with a
-    newline every interval until the result follows."""
+    newline every interval until the result follows. With `cancel_on_leave`, a
+    client that leaves before the result interrupts the run."""
     interval = request.app.state.settings.wait_keepalive_seconds
     headers = result_headers(run.thread_id, run.run_id)
     task = asyncio.ensure_future(result)
@@ -105,9 +115,12 @@ async def result_response(
     await asyncio.wait({task}, timeout=interval)
     if task.done():
         return JSONResponse(task.result(), headers=headers)
-    return StreamingResponse(
+    response = StreamingResponse(
         kept_alive(task, interval), media_type="application/json", headers=headers
     )
+    if cancel_on_leave:
+        return CancelledIfLeft(response, request.app.state.peers, run)
+    return response
 
 
 async def kept_alive(task: asyncio.Future[Any], interval: float) -> AsyncIterator[bytes]:

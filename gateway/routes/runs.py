@@ -16,7 +16,7 @@ from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
 from waybill.gateway.routes.run_admission import get_run_record, start_run
 from waybill.gateway.routes.run_results import (
-    cancel_on_disconnect,
+    CancelledIfLeft,
     final_values,
     result_response,
     run_headers,
@@ -29,11 +29,10 @@ from waybill.gateway.schemas import (
     RunsCancel,
     error_responses,
     event_stream,
-    no_body,
     one_run,
     run_list,
 )
-from waybill.gateway.streams import opened_sse_frames, resume_point, sse_frames, wait_for_end
+from waybill.gateway.streams import opened_sse_frames, resume_point, sse_frames
 from waybill.v1 import admission_pb2, common_pb2
 
 router = APIRouter(tags=["runs"], responses=error_responses())
@@ -53,17 +52,18 @@ async def create_run(thread_id: UUID, body: RunCreate, request: Request) -> JSON
 async def stream_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_run(peers, str(thread_id), body, request)
-    frames = sse_frames(peers.journal, run.run_id)
+    response = run_stream(request, run, sse_frames(peers.journal, run.run_id))
     if body.on_disconnect == "cancel":
-        frames = cancel_on_disconnect(peers, run, frames)
-    return run_stream(request, run, frames)
+        return CancelledIfLeft(response, peers, run)
+    return response
 
 
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(thread_id: UUID, body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_run(peers, str(thread_id), body, request)
-    return await result_response(request, run, final_values(peers, run))
+    leaving = body.on_disconnect == "cancel"
+    return await result_response(request, run, final_values(peers, run), leaving)
 
 
 @router.get("/threads/{thread_id}/runs", responses=run_list("The thread's runs"))
@@ -121,14 +121,27 @@ async def join_stream(
     request: Request,
     last_event_id: str | None = Header(default=None),
     stream_mode: list[str] = Query(default=[]),
+    cancel_on_disconnect: bool = False,
 ) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
+    if cancel_on_disconnect:
+        await may_cancel(request, thread_id, run_id)
     from_seq, live_only = resume_point(last_event_id)
     modes = joined_modes(stream_mode)
     frames = await opened_sse_frames(peers.journal, run.run_id, from_seq, live_only, modes)
-    return run_stream(request, run, frames)
+    response = run_stream(request, run, frames)
+    if cancel_on_disconnect:
+        return CancelledIfLeft(response, peers, run)
+    return response
+
+
+async def may_cancel(request: Request, thread_id: UUID, run_id: UUID) -> None:
+    """A join that cancels when its client leaves needs what a cancel needs."""
+    if not request.state.principal.allows("runs:cancel"):
+        raise HTTPException(403, "This API key lacks the 'runs:cancel' scope.")
+    await authorize(request, "threads", "update", _cancel_value(thread_id, [run_id], "interrupt"))
 
 
 def joined_modes(values: list[str]) -> set[str]:
@@ -156,7 +169,7 @@ def json_list(text: str) -> list[Any] | None:
     "/threads/{thread_id}/runs/{run_id}/cancel",
     status_code=202,
     response_class=Response,
-    responses=no_body(204, "Cancelled, and (with wait=true) the run has ended"),
+    responses={200: {"description": "With wait=true: the run has ended; its output, as join's"}},
 )
 async def cancel_run(
     thread_id: UUID,
@@ -176,16 +189,20 @@ async def cancel_run(
     )
     if not wait:
         return Response(status_code=202)
-    await wait_for_end(peers.journal, run.run_id)
-    return Response(status_code=204)
+    # As LangGraph Platform: 200 with the run's last `values` once it has ended.
+    return await result_response(request, run, final_values(peers, run, from_thread=False))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(thread_id: UUID, run_id: UUID, request: Request) -> Response:
+async def join_run(
+    thread_id: UUID, run_id: UUID, request: Request, cancel_on_disconnect: bool = False
+) -> Response:
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     peers = peers_of(request)
     run = await get_run_record(peers, thread_id, run_id)
-    return await result_response(request, run, final_values(peers, run))
+    if cancel_on_disconnect:
+        await may_cancel(request, thread_id, run_id)
+    return await result_response(request, run, final_values(peers, run), cancel_on_disconnect)
 
 
 @router.post("/runs/cancel", status_code=204)

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
+from waybill.gateway.project_auth import apart_from_request
 from waybill.gateway.routes.run_admission import (
     authorized_run,
     idempotency_key,
@@ -22,7 +23,7 @@ from waybill.gateway.routes.run_admission import (
     start_run,
 )
 from waybill.gateway.routes.run_results import (
-    cancel_on_disconnect,
+    CancelledIfLeft,
     final_values,
     result_response,
     run_headers,
@@ -41,6 +42,9 @@ from waybill.gateway.streams import sse_frames, wait_for_end
 from waybill.v1 import admission_pb2, common_pb2
 
 router = APIRouter(tags=["runs"], responses=error_responses())
+
+# A batch item's auth filters, by resource.
+Filters = dict[str, dict[str, Any]]
 
 STATELESS_THREADS = uuid.UUID("6f0e3a52-1c0b-4f55-9a43-0f5d1d6c7a10")
 
@@ -96,17 +100,18 @@ async def stream_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
     in_background(request, drop_after_end(peers, run, body))
-    frames = sse_frames(peers.journal, run.run_id)
+    response = run_stream(request, run, sse_frames(peers.journal, run.run_id))
     if body.on_disconnect == "cancel":
-        frames = cancel_on_disconnect(peers, run, frames)
-    return run_stream(request, run, frames)
+        return CancelledIfLeft(response, peers, run)
+    return response
 
 
 @router.post("/runs/wait")
 async def wait_stateless_run(body: RunCreate, request: Request) -> Response:
     peers = peers_of(request)
     run = await start_stateless_run(peers, body, request)
-    return await result_response(request, run, stateless_result(peers, run, body))
+    leaving = body.on_disconnect == "cancel"
+    return await result_response(request, run, stateless_result(peers, run, body), leaving)
 
 
 async def stateless_result(peers: Peers, run: common_pb2.Run, body: RunCreate) -> Any:
@@ -123,16 +128,24 @@ async def create_stateless_run(body: RunCreate, request: Request) -> JSONRespons
     return JSONResponse(codec.run_to_dict(run), headers=run_headers(run.thread_id, run.run_id))
 
 
-async def authorized_batch_run(request: Request, one: BatchRunCreate) -> BatchRunCreate:
+async def authorized_batch_run(
+    request: Request, one: BatchRunCreate
+) -> tuple[BatchRunCreate, Filters]:
+    """The item as the project's handlers left it, and the filters they returned for it."""
     thread_id = str(one.thread_id) if one.thread_id is not None else ""
-    authorized: BatchRunCreate = await authorized_run(request, thread_id, one)
-    return authorized
+    return await apart_from_request(authorized_run(request, thread_id, one))
 
 
-def batch_request(one: BatchRunCreate, request: Request) -> admission_pb2.StartRunRequest:
+def batch_request(
+    one: BatchRunCreate, filters: Filters, request: Request
+) -> admission_pb2.StartRunRequest:
     if one.thread_id is None:
-        return stateless_request(one, str(uuid.uuid4()), request)
-    return run_request(str(one.thread_id), one, request)
+        start = stateless_request(one, str(uuid.uuid4()), request)
+    else:
+        start = run_request(str(one.thread_id), one, request)
+    if filters:
+        start.auth_filters_json = codec.dumps(filters)
+    return start
 
 
 @router.post("/runs/batch", responses=run_list("The runs, all admitted"))
@@ -144,10 +157,12 @@ async def create_stateless_runs(
     if not body:
         return []
     peers = peers_of(request)
-    body = [await authorized_batch_run(request, one) for one in body]
-    batch = admission_pb2.StartRunsRequest(runs=[batch_request(one, request) for one in body])
+    authorized = [await authorized_batch_run(request, one) for one in body]
+    batch = admission_pb2.StartRunsRequest(
+        runs=[batch_request(one, filters, request) for one, filters in authorized]
+    )
     reply = await call(peers.admission.StartRuns(batch))
-    for run, one in zip(reply.runs, body, strict=True):
+    for run, (one, _) in zip(reply.runs, authorized, strict=True):
         if one.thread_id is None:
             in_background(request, drop_after_end(peers, run, one))
     return [codec.run_to_dict(run) for run in reply.runs]

@@ -23,6 +23,7 @@ from waybill.gateway.schemas import (
     ThreadSearch,
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
+    ThreadTTLBody,
     error_responses,
     event_stream,
     one_thread,
@@ -30,7 +31,7 @@ from waybill.gateway.schemas import (
 from waybill.gateway.streams import sse_response
 from waybill.gateway.thread_select import checked_extract, shaped
 from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
-from waybill.v1 import admission_pb2, delivery_pb2, journal_pb2, runner_pb2
+from waybill.v1 import admission_pb2, common_pb2, delivery_pb2, journal_pb2, runner_pb2
 
 router = APIRouter(tags=["threads"], responses=error_responses())
 
@@ -56,12 +57,20 @@ async def create_thread(body: ThreadCreate, request: Request) -> dict[str, Any]:
                 thread_id=body.thread_id or "",
                 metadata_json=codec.dumps(metadata),
                 if_exists=body.if_exists,
+                ttl=_ttl(body.ttl),
             )
         )
     )
     if body.supersteps:
         await _apply_supersteps(peers, thread.thread_id, graph_id, body.supersteps)
     return codec.thread_to_dict(thread)
+
+
+def _ttl(ttl: ThreadTTLBody | None) -> common_pb2.ThreadTTL | None:
+    """A create's or an update's `ttl` for admission (None: not sent)."""
+    if ttl is None:
+        return None
+    return common_pb2.ThreadTTL(strategy=ttl.strategy, minutes=ttl.ttl)
 
 
 async def _apply_supersteps(
@@ -157,14 +166,23 @@ async def _keep_latest(peers: Peers, thread_id: str) -> None:
 
 
 @router.get("/threads/{thread_id}", responses=one_thread("The thread"))
-async def get_thread(thread_id: UUID, request: Request) -> dict[str, Any]:
+async def get_thread(thread_id: UUID, request: Request, include: str = "") -> dict[str, Any]:
+    """`?include=ttl` adds the thread's TTL (`strategy`, `ttl_minutes`, `expires_at`)
+    when it has one, as LangGraph Platform's does."""
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     thread = await call(
         peers_of(request).admission.GetThread(
             admission_pb2.GetThreadRequest(thread_id=str(thread_id))
         )
     )
-    return codec.thread_to_dict(thread)
+    shown = codec.thread_to_dict(thread)
+    if "ttl" in {field.strip() for field in include.split(",")} and thread.HasField("ttl"):
+        shown["ttl"] = {
+            "strategy": thread.ttl.strategy,
+            "ttl_minutes": thread.ttl.minutes,
+            "expires_at": thread.ttl.expires_at or None,
+        }
+    return shown
 
 
 @router.patch("/threads/{thread_id}", responses=one_thread("The thread, its metadata merged"))
@@ -174,7 +192,9 @@ async def patch_thread(thread_id: UUID, body: ThreadPatch, request: Request) -> 
     thread = await call(
         peers_of(request).admission.PatchThread(
             admission_pb2.PatchThreadRequest(
-                thread_id=str(thread_id), metadata_json=codec.dumps(stamped_metadata(value))
+                thread_id=str(thread_id),
+                metadata_json=codec.dumps(stamped_metadata(value)),
+                ttl=_ttl(body.ttl),
             )
         )
     )

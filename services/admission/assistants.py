@@ -102,6 +102,23 @@ def with_assistant_defaults(kwargs: dict[str, Any], assistant: AssistantRecord) 
     }
 
 
+def thread_config(
+    assistant: AssistantRecord, thread: dict[str, Any], sent: dict[str, Any]
+) -> dict[str, Any]:
+    """The config a run leaves on its thread, as LangGraph Platform merges it: the
+    assistant's, the thread's, then the run's as sent, key by key; `configurable`
+    only the assistant's and the thread's (a run's own stays with the run)."""
+    return {
+        **assistant.config,
+        **thread,
+        **sent,
+        "configurable": {
+            **(assistant.config.get("configurable") or {}),
+            **(thread.get("configurable") or {}),
+        },
+    }
+
+
 @dataclass
 class AssistantDraft:
     """What a create request asks for."""

@@ -139,6 +139,8 @@ class CronRpcs:
             updated_at=stamp,
             owner_role=caller.role,
             owner_scopes=sorted(caller.scopes),
+            owner_user=dict(caller.user) if caller.user is not None else None,
+            auth_filters=_firing_filters(caller, context),
         )
         await self._checked(cron, caller, context)
         await self.cron_store.insert(cron)
@@ -235,6 +237,24 @@ class CronRpcs:
             enabled=request.enabled if request.HasField("enabled") else None,
             metadata=json_object(request.metadata_json, "metadata"),
         )
+
+
+# The resources whose filters a run's admission applies (intake.check): a cron's
+# firing keeps its creator's, as they were at creation.
+FIRING_FILTERS = ("threads", "assistants")
+
+
+def _firing_filters(
+    caller: Principal, context: grpc.aio.ServicerContext
+) -> dict[str, dict[str, Any]]:
+    """The project's auth filters each firing of a new cron runs under: those its
+    handlers returned for its creator (`threads.read` on a thread cron's thread,
+    `assistants.read` on its assistant). Waybill's own principals have none: their
+    owner confines them."""
+    if not caller.by_project_auth:
+        return {}
+    found = auth_filters(context)
+    return {resource: found[resource] for resource in FIRING_FILTERS if resource in found}
 
 
 def _crons(context: grpc.aio.ServicerContext) -> dict[str, Any] | None:

@@ -70,6 +70,8 @@ def _cron(row: Row[Any]) -> CronRecord:
         updated_at=_utc(row.updated_at) or row.updated_at,
         owner_role=row.owner_role,
         owner_scopes=[s for s in row.owner_scopes.split(",") if s],
+        owner_user=row.owner_user,  # NULL: a Waybill principal's, or a cron from before 0012
+        auth_filters=row.auth_filters or {},
         last_run_id=row.last_run_id,
     )
 
@@ -82,6 +84,8 @@ def _values(record: CronRecord) -> dict[str, Any]:
         "owner_id": record.owner_id,
         "owner_role": record.owner_role,
         "owner_scopes": ",".join(sorted(record.owner_scopes)),
+        "owner_user": record.owner_user,
+        "auth_filters": record.auth_filters or None,
         "schedule": record.schedule,
         "timezone": record.time_zone,
         "end_time": record.end_time,

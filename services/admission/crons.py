@@ -131,6 +131,12 @@ class CronRecord:
     # The creator's rights when the cron was made: each firing acts with them.
     owner_role: str = "user"
     owner_scopes: list[str] = field(default_factory=list)
+    # A creator of the project's own auth: its user as `@auth.authenticate` returned
+    # it (JSON, its `permissions` in it), and the filters the project's `@auth.on`
+    # handlers returned for the cron's run at creation ({"threads": ..,
+    # "assistants": ..}). None and {} for Waybill's own principals.
+    owner_user: dict[str, Any] | None = None
+    auth_filters: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_run_id: str | None = None
 
     @property
@@ -139,12 +145,17 @@ class CronRecord:
 
     def acting_principal(self) -> Principal:
         """Who a firing acts as: the owner, with the rights recorded at creation,
-        and the cron named as the channel the run came through."""
+        and the cron named as the channel the run came through. A project user is
+        that user again (its graph sees it in `langgraph_auth_user`, as a run it
+        starts over HTTP does), its visibility given by `auth_filters`."""
+        permissions = (self.owner_user or {}).get("permissions") or []
         return Principal(
             user_id=self.owner_id,
             role=self.owner_role,
             scopes=frozenset(self.owner_scopes),
             channel={"platform": "cron", "cron_id": self.cron_id},
+            user=dict(self.owner_user) if self.owner_user is not None else None,
+            permissions=tuple(str(p) for p in permissions),
         )
 
     def payload(self) -> dict[str, Any]:

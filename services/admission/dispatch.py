@@ -33,10 +33,13 @@ class RunnerConnection:
     slots: int
     outbox: Outbox = field(default_factory=asyncio.Queue)
     active: set[str] = field(default_factory=set)
+    # Its event loop is blocked (its lease keeper says so): a run handed to it now
+    # would wait unstarted until its lease ran out.
+    stalled: bool = False
 
     @property
     def free_slots(self) -> int:
-        return self.slots - len(self.active)
+        return 0 if self.stalled else self.slots - len(self.active)
 
 
 class RunnerPool:
@@ -137,21 +140,43 @@ class RunnerPool:
             runner.outbox.put_nowait(admission_pb2.WorkAssignment(cancel=order))
 
     async def renew(self, connection: RunnerConnection, leases: list[tuple[str, int]]) -> None:
-        renewed, lost = await self.store.renew_leases(
-            connection.runner_id, leases, self.lease_seconds
-        )
-        for run_id, _epoch in lost:
-            connection.active.discard(run_id)
+        """A renewal sent on the work stream: its grant goes back on the stream."""
+        grant = await self.grant(connection.runner_id, leases)
+        connection.outbox.put_nowait(admission_pb2.WorkAssignment(lease=grant))
+
+    async def grant(
+        self, runner_id: str, leases: list[tuple[str, int]], loop_stalled: bool = False
+    ) -> admission_pb2.LeaseGrant:
+        """Extend the leases `runner_id` still holds (`RenewLeases`, or the stream):
+        what it renewed and what it lost. The runner need not be connected to this
+        replica: the leases are in SQL."""
+        renewed, lost = await self.store.renew_leases(runner_id, leases, self.lease_seconds)
+        connection = self.runners.get(runner_id)
+        if connection is not None:
+            for run_id, _epoch in lost:
+                connection.active.discard(run_id)
+            self._mark_stalled(connection, loop_stalled)
         metrics.LEASE_RENEWALS.inc(len(renewed))
         metrics.LEASES_LOST.inc(len(lost))
-        grant = admission_pb2.LeaseGrant(
+        if lost:
+            self.wake()
+        return admission_pb2.LeaseGrant(
             renewed=[admission_pb2.RunLease(run_id=r, epoch=e) for r, e in renewed],
             lost=[admission_pb2.RunLease(run_id=r, epoch=e) for r, e in lost],
             lease_seconds=self.lease_seconds,
         )
-        connection.outbox.put_nowait(admission_pb2.WorkAssignment(lease=grant))
-        if lost:
-            self.wake()
+
+    def _mark_stalled(self, connection: RunnerConnection, stalled: bool) -> None:
+        if stalled == connection.stalled:
+            return
+        connection.stalled = stalled
+        log.warning(
+            "runner %s: event loop %s",
+            connection.runner_id,
+            "stalled: no runs for it meanwhile" if stalled else "turns again",
+        )
+        if not stalled:
+            self.wake()  # the runs that waited for it
 
     # ---- the dispatch loop -----------------------------------------------------
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from waybill.common import codec
 from waybill.common.errors import busy
+from waybill.common.request_marks import without_request_marks
 from waybill.v1 import admission_pb2
 
 
@@ -40,7 +41,7 @@ def request_digest(request: admission_pb2.StartRunRequest) -> str:
     canonical = {
         "thread_id": request.thread_id,
         "assistant_id": request.assistant_id,
-        "kwargs": codec.loads(request.kwargs_json, {}),
+        "kwargs": without_request_marks(codec.loads(request.kwargs_json, {})),
         "metadata": codec.loads(request.metadata_json, {}),
         "multitask_strategy": request.multitask_strategy,
         "if_not_exists": request.if_not_exists,

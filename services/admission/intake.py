@@ -17,12 +17,12 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from waybill.common.errors import ServiceError, busy, refused
-from waybill.common.identity import LOCAL_USER, Principal
+from waybill.common.identity import LOCAL_USER, Principal, with_run_filters
 from waybill.common.sealed import SecretsUnavailable, secrets_key
 from waybill.common.settings import BUILTIN_GRAPHS, Settings
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
-from waybill.services.admission.assistants import AssistantCatalog
+from waybill.services.admission.assistants import AssistantCatalog, thread_config
 from waybill.services.admission.dispatch import RunnerPool
 from waybill.services.admission.idempotency import (
     IdempotencyKey,
@@ -38,7 +38,9 @@ from waybill.services.admission.policy import (
     build_run,
     check_webhook,
     identity_of,
+    merged_metadata,
     requested_checkpoint,
+    sent_config,
 )
 from waybill.services.admission.records import RunRecord
 from waybill.services.admission.run_store import RunStore
@@ -86,6 +88,7 @@ class RunIntake:
             found = await self.runs.keyed_run(key)
             if found is not None:
                 return await self._replay(key, found)
+        filters = with_run_filters(filters or {}, request.auth_filters_json)
         run, owner = await self.check(request, caller, filters)
         try:
             await self._admit(
@@ -110,14 +113,14 @@ class RunIntake:
         """Every request is checked before any run is stored: a bad one writes nothing."""
         checked = []
         for index, one in enumerate(requests):
+            own = with_run_filters(filters or {}, one.auth_filters_json)
             try:
-                checked.append((await self.check(one, caller, filters), one))
+                checked.append((await self.check(one, caller, own), one, own))
             except ServiceError as error:
                 raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
-        threads_filter = (filters or {}).get("threads")
-        for (run, owner), one in checked:
-            await self._admit(run, one.if_not_exists, owner, None, threads_filter)
-        return [run for (run, _), _ in checked]
+        for (run, owner), one, own in checked:
+            await self._admit(run, one.if_not_exists, owner, None, own.get("threads"))
+        return [run for (run, _), _, _ in checked]
 
     async def check(
         self,
@@ -140,13 +143,15 @@ class RunIntake:
             run.thread_id, owner, if_not_exists, filters.get("threads")
         )  # 5
         owner_id = thread.owner_id if thread else run.owner_id
+        run.sent_metadata = run.metadata
+        run.metadata = merged_metadata(run.metadata, assistant, thread.metadata if thread else {})
+        run.thread_config = thread_config(
+            assistant, thread.config if thread else {}, sent_config(request)
+        )
         identity = identity_of(caller, owner_id)
-        run.kwargs = admitted_kwargs(  # check 6
-            run.kwargs,
-            await self.facts.context_keys(run.graph_id),
-            identity,
-            auth_user_of(caller, identity),
-            self._secrets_key(run.kwargs),
+        await self.facts.ensure_buildable(run.graph_id)  # check 6: its factory does not raise
+        run.kwargs = admitted_kwargs(
+            run.kwargs, auth_user_of(caller, identity), self._secrets_key(run.kwargs)
         )
         checkpoint_id = requested_checkpoint(run.kwargs, run.thread_id)  # check 7
         if checkpoint_id:

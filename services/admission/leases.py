@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from waybill.common import codec
 from waybill.common.statuses import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
 from waybill.common.usage import TokenCount, summarize
+from waybill.services.admission.lock_order import lock_thread_of_run, locking_runs_in_order
 from waybill.services.admission.log_closes import owe_close
 from waybill.services.admission.metrics import RUNS_FINISHED
 from waybill.services.admission.records import THREAD_STATUS_AFTER_RUN, RunEnd, RunRecord, run_of
@@ -105,10 +106,12 @@ def lease_on_admit(run: RunRecord, lease: Lease) -> None:
     run.lease_expires_at = now + timedelta(seconds=lease.seconds)
 
 
-def _claimable(now: datetime, is_postgres: bool) -> Select[Any]:
+def _claimable(now: datetime, locked_run_id: str | None = None) -> Select[Any]:
     """Pending runs that are due and whose thread is free (or that are cancelled:
     they only need finalizing), and running runs whose lease expired (takeover),
-    oldest first. A delayed run (`after_seconds`) is due at its created_at."""
+    oldest first. A delayed run (`after_seconds`) is due at its created_at.
+    With `locked_run_id`: that run only, if it still qualifies, locked (Postgres:
+    its thread is locked first, see lock_order.py)."""
     other = runs.alias("other")
     # Busy: another active run of the thread is held by a runner (claimed,
     # running, or waiting for takeover).
@@ -138,8 +141,8 @@ def _claimable(now: datetime, is_postgres: bool) -> Select[Any]:
         .order_by(runs.c.created_at)
         .limit(1)
     )
-    if is_postgres:
-        query = query.with_for_update(skip_locked=True, of=runs)
+    if locked_run_id is not None:
+        query = query.where(runs.c.run_id == locked_run_id).with_for_update(of=runs)
     return query
 
 
@@ -167,9 +170,12 @@ class LeaseStore:
         while True:
             now = codec.now_utc()
             async with self.engine.begin() as conn:
-                row = (await conn.execute(_claimable(now, self.is_postgres))).first()
-                if row is None:
+                candidate = (await conn.execute(_claimable(now))).first()
+                if candidate is None:
                     return None
+                row = await self._lock_claimable(conn, candidate, now)
+                if row is None:
+                    continue  # claimed or ended by another writer meanwhile: look again
                 if row.attempt > max_attempts:  # even its hand-off to be ended failed
                     reason = (
                         f"gave up after {row.attempt} attempts (at most {max_attempts}): "
@@ -184,6 +190,16 @@ class LeaseStore:
                 self.on_ended(str(row.run_id))
             if claimed is not None:
                 return claimed
+
+    async def _lock_claimable(
+        self, conn: AsyncConnection, candidate: Row[Any], now: datetime
+    ) -> Row[Any] | None:
+        """The candidate read unlocked, locked thread first and read again (Postgres;
+        None: it no longer qualifies). SQLite's writers take turns: it is as read."""
+        if not self.is_postgres:
+            return candidate
+        await lock_thread_of_run(conn, candidate.run_id)
+        return (await conn.execute(_claimable(now, locked_run_id=candidate.run_id))).first()
 
     async def _claim(
         self,
@@ -233,6 +249,7 @@ class LeaseStore:
         "exhausted" (its leases expired `max_attempts` times: ended `error`)."""
         now = codec.now_utc()
         async with self.engine.begin() as conn:
+            await lock_thread_of_run(conn, run_id)
             row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
             if (
                 row is None
@@ -275,6 +292,9 @@ class LeaseStore:
         expires = codec.now_utc() + timedelta(seconds=lease_seconds)
         renewed: list[tuple[str, int]] = []
         async with self.engine.begin() as conn:
+            if self.is_postgres:  # several runs: locked in the one order (lock_order.py)
+                held = select(runs.c.run_id).where(runs.c.run_id.in_([r for r, _ in leases]))
+                await conn.execute(locking_runs_in_order(held, self.is_postgres))
             for run_id, epoch in leases:
                 result = await conn.execute(
                     update(runs)
@@ -308,6 +328,7 @@ class LeaseStore:
     async def finish_run(self, report: RunEnd) -> bool:
         """Write a terminal status; refused (False) for a stale epoch or a finished run."""
         async with self.engine.begin() as conn:
+            await lock_thread_of_run(conn, report.run_id)
             row = (await conn.execute(RUN_TO_END, {"ending_run_id": report.run_id})).first()
             if (
                 row is None
@@ -324,6 +345,7 @@ class LeaseStore:
                 values=report.values,
                 interrupts=report.interrupts,
                 usage=summarize(report.token_counts),
+                error=report.error,
             )
             if not ended:
                 return False
@@ -355,6 +377,7 @@ class LeaseStore:
         values: dict[str, Any] | None = None,
         interrupts: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
     ) -> bool:
         """Terminal write for a run (conditional on its epoch and, as every status
         write, on the transition table), with its token usage when its runner
@@ -390,6 +413,8 @@ class LeaseStore:
         thread_values: dict[str, Any] = {
             "status": thread_status or THREAD_STATUS_AFTER_RUN[RunStatus(status)],
             "updated_at": now,
+            "state_updated_at": now,
+            "error": error or failure(status, stop_reason),
         }
         if values is not None:
             thread_values["values"] = values
@@ -422,3 +447,10 @@ class LeaseStore:
         must be taken over on time by whichever replica still has runners."""
         async with self.engine.begin() as conn:
             await notify(conn, wake_payload())
+
+
+def failure(status: str, stop_reason: str) -> dict[str, Any] | None:
+    """A failed run's error when its runner reported none (admission ended it)."""
+    if status in (RunStatus.ERROR, RunStatus.TIMEOUT):
+        return {"error": "RunError", "message": stop_reason}
+    return None

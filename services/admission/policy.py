@@ -8,7 +8,7 @@ run is created, and it applies them in this order, each with its own error:
    allowed models, or the model override that breaks common/model_overrides.py;
    the webhook target: 422
 5. thread access and ownership: 404            (`RunIntake.check`, intake.py)
-6. identity injection and sealed secrets        (`admitted_kwargs`)
+6. the caller in `configurable`, sealed secrets (`admitted_kwargs`)
 7. the checkpoint belongs to the thread: 400/404 (`RunIntake.check`)
 
 Nothing is written before all of them pass.
@@ -25,6 +25,7 @@ from waybill.common import codec
 from waybill.common.errors import forbidden, invalid, refused
 from waybill.common.identity import Principal
 from waybill.common.model_overrides import ModelOverrideError, model_overrides
+from waybill.common.request_marks import REQUEST_MARKS
 from waybill.common.sealed import seal
 from waybill.common.secret_scan import refuse_secrets
 from waybill.common.settings import Settings
@@ -39,18 +40,16 @@ from waybill.services.admission.records import (
 )
 from waybill.v1 import admission_pb2
 
-# Waybill's identity keys: set in `context` by the server from the authenticated
-# caller when the graph's context schema declares them (the built-in lead_agent
-# does); a client's values for them are replaced.
-INJECTED_CONTEXT_KEYS = ("user_id", "role", "channel")
 # Where LangGraph Platform puts the caller, in every run's `configurable`; a
-# client's values are replaced. `user_id` is the Platform's too (there a client
-# may set it; here it is the server's, as in `context`).
+# client's values are replaced. A graph's `context` is never touched: a graph
+# whose context declares `user_id` (LangChain's memory template) gets the
+# client's, as on the Platform; the built-in lead_agent reads the caller from
+# `runtime.server_info.user` (made from `langgraph_auth_user`).
 AUTH_USER = "langgraph_auth_user"
 AUTH_USER_ID = "langgraph_auth_user_id"
 AUTH_PERMISSIONS = "langgraph_auth_permissions"
 # Identity keys no client may set in `configurable`.
-SERVER_CONFIGURABLE_KEYS = (AUTH_USER, AUTH_USER_ID, AUTH_PERMISSIONS, *INJECTED_CONTEXT_KEYS)
+SERVER_CONFIGURABLE_KEYS = (AUTH_USER, AUTH_USER_ID, AUTH_PERMISSIONS)
 # The one sanctioned place for request-scoped secrets: sealed before storage.
 SECRETS_KEY = "secrets"
 
@@ -153,6 +152,13 @@ def build_run(
     )
 
 
+def sent_config(request: admission_pb2.StartRunRequest) -> dict[str, Any]:
+    """The run's `config` as the client sent it (before defaults and the caller)."""
+    kwargs = codec.loads(request.kwargs_json, {})
+    config = kwargs.get("config") if isinstance(kwargs, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
 def mirrored(kwargs: dict[str, Any]) -> dict[str, Any]:
     """As LangGraph Platform does for a run that sends one of the two: its
     `context` is also its `configurable` (secrets aside), and a `configurable`
@@ -163,11 +169,14 @@ def mirrored(kwargs: dict[str, Any]) -> dict[str, Any]:
     configurable = (config.get("configurable") if isinstance(config, dict) else None) or {}
     if not all(isinstance(part, dict) for part in (context, config, configurable)):
         return kwargs  # not objects: refused with the reason further on
-    if context and not configurable:
+    # The request's marks (common/request_marks.py) are the server's, not the client's.
+    marks = {key: value for key, value in configurable.items() if key in REQUEST_MARKS}
+    sent = {key: value for key, value in configurable.items() if key not in REQUEST_MARKS}
+    if context and not sent:
         shared = {key: value for key, value in context.items() if key != SECRETS_KEY}
-        return {**kwargs, "config": {**config, "configurable": shared}}
-    if configurable and not context:
-        return {**kwargs, "context": dict(configurable)}
+        return {**kwargs, "config": {**config, "configurable": {**shared, **marks}}}
+    if sent and not context:
+        return {**kwargs, "context": sent}
     return kwargs
 
 
@@ -184,7 +193,7 @@ def auth_user_of(caller: Principal | None, identity: dict[str, Any]) -> dict[str
     the rest of what authentication said about the user."""
     user_id = str(identity["user_id"])
     custom = getattr(caller, "user", None)  # a custom authenticator's user, when there is one
-    user: dict[str, Any] = dict(custom) if isinstance(custom, dict) else {"role": identity["role"]}
+    user: dict[str, Any] = dict(custom) if isinstance(custom, dict) else _waybill_fields(identity)
     user.update(
         identity=user_id,
         permissions=_permissions_of(caller),
@@ -194,6 +203,12 @@ def auth_user_of(caller: Principal | None, identity: dict[str, Any]) -> dict[str
     return user
 
 
+def _waybill_fields(identity: dict[str, Any]) -> dict[str, Any]:
+    """A Waybill principal's `role`, and its chat `channel` when it has one: what the
+    lead agent reads from `runtime.server_info.user`."""
+    return {key: identity[key] for key in ("role", "channel") if key in identity}
+
+
 def _permissions_of(caller: Principal | None) -> list[str]:
     if caller is not None and caller.by_project_auth:  # the project's authenticator's,
         return list(caller.permissions)  # kept in its order
@@ -201,35 +216,21 @@ def _permissions_of(caller: Principal | None) -> list[str]:
 
 
 def admitted_kwargs(
-    kwargs: dict[str, Any],
-    declared: frozenset[str] | None,
-    identity: dict[str, Any],
-    auth_user: dict[str, Any],
-    secrets_key: bytes | None,
+    kwargs: dict[str, Any], auth_user: dict[str, Any], secrets_key: bytes | None
 ) -> dict[str, Any]:
-    """Check 6: the context stays the client's (the runner passes the graph the
-    keys its schema declares, as LangGraph Platform does), except that the
-    identity keys the schema declares are the server's and secrets are sealed.
-    The caller goes into `configurable` where LangGraph Platform puts it."""
+    """Check 6: the context stays the client's, every key of it (the runner passes
+    the graph the keys its schema declares, as LangGraph Platform does), its
+    secrets sealed. The caller goes into `configurable` where LangGraph Platform
+    puts it, and nowhere else."""
     context = kwargs.get("context") or {}
     if not isinstance(context, dict):
         raise invalid("context must be a JSON object.")
-    admitted = {**kwargs, "context": _context_with_identity(context, declared, identity)}
+    admitted = {**kwargs, "context": dict(context)}
     secrets = context.get(SECRETS_KEY)
     if secrets is not None:
         admitted["context"][SECRETS_KEY] = _sealed(secrets, secrets_key)
-    admitted["config"] = _config_with_identity(kwargs.get("config"), identity, auth_user)
+    admitted["config"] = _config_with_caller(kwargs.get("config"), auth_user)
     return admitted
-
-
-def _context_with_identity(
-    context: dict[str, Any], declared: frozenset[str] | None, identity: dict[str, Any]
-) -> dict[str, Any]:
-    """The identity keys the graph declares are replaced by the server's (a
-    client's `channel` is dropped when the caller has none); the rest is as sent."""
-    wanted = frozenset(INJECTED_CONTEXT_KEYS) & (declared or frozenset())
-    kept = {key: value for key, value in context.items() if key not in wanted}
-    return {**kept, **{key: value for key, value in identity.items() if key in wanted}}
 
 
 def _sealed(secrets: Any, secrets_key: bytes | None) -> dict[str, Any]:
@@ -240,11 +241,11 @@ def _sealed(secrets: Any, secrets_key: bytes | None) -> dict[str, Any]:
     return seal(secrets, secrets_key)
 
 
-def _config_with_identity(
-    config: Any, identity: dict[str, Any], auth_user: dict[str, Any]
-) -> dict[str, Any]:
-    """`configurable` with the server's identity: the client's values for any
-    identity key are dropped, LangGraph Platform's auth keys set."""
+def _config_with_caller(config: Any, auth_user: dict[str, Any]) -> dict[str, Any]:
+    """`configurable` with LangGraph Platform's auth keys set from the caller (a
+    client's values for them are dropped); the client's other keys are as sent,
+    `user_id` among them: only when the client sent none is it the caller's, as
+    the reference falls back to the authenticated user."""
     config = dict(config) if isinstance(config, dict) else {}
     configurable = config.get("configurable")
     configurable = dict(configurable) if isinstance(configurable, dict) else {}
@@ -255,10 +256,26 @@ def _config_with_identity(
             AUTH_USER: auth_user,
             AUTH_USER_ID: auth_user["identity"],
             AUTH_PERMISSIONS: auth_user["permissions"],
-            "user_id": identity["user_id"],
         }
     )
+    configurable.setdefault("user_id", auth_user["identity"])
     return {**config, "configurable": configurable}
+
+
+def merged_metadata(
+    run_metadata: dict[str, Any], assistant: AssistantRecord, thread_metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """A run's metadata as LangGraph Platform merges it: the assistant's, then the
+    thread's as the run stamps it (`graph_id`, `assistant_id`), then the run's own
+    (the later wins); `assistant_id` always the run's assistant, so no client
+    spoofs it."""
+    return {
+        **assistant.metadata,
+        **thread_metadata,
+        "graph_id": assistant.graph_id,
+        **run_metadata,
+        "assistant_id": assistant.assistant_id,
+    }
 
 
 def requested_checkpoint(kwargs: dict[str, Any], thread_id: str) -> str | None:

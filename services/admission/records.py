@@ -27,6 +27,14 @@ THREAD_STATUS_AFTER_RUN = {
 }
 
 
+def _run_error(error: dict[str, Any] | None) -> common_pb2.RunError | None:
+    if not error:
+        return None
+    return common_pb2.RunError(
+        error=str(error.get("error", "")), message=str(error.get("message", ""))
+    )
+
+
 def thread_of(row: Any) -> ThreadRecord:
     """A `threads` row (with its live status) as a record."""
     return ThreadRecord(
@@ -38,6 +46,12 @@ def thread_of(row: Any) -> ThreadRecord:
         values=row.values,
         interrupts=row.interrupts,
         owner_id=row.owner_id,
+        config=row.config or {},
+        error=row.error,
+        state_updated_at=row.state_updated_at or row.updated_at,  # rows from before 0011
+        ttl_strategy=row.ttl_strategy,
+        ttl_minutes=row.ttl_minutes,
+        ttl_expires_at=row.ttl_expires_at,
     )
 
 
@@ -75,6 +89,14 @@ class ThreadRecord:
     values: dict[str, Any] | None = None
     interrupts: dict[str, Any] | None = None
     owner_id: str = LOCAL_OWNER
+    config: dict[str, Any] = field(default_factory=dict)
+    # The last run's `{"error", "message"}` when it failed or was cancelled.
+    error: dict[str, Any] | None = None
+    state_updated_at: datetime | None = None
+    # Its time-to-live (thread_ttl.py): None when it has none.
+    ttl_strategy: str | None = None
+    ttl_minutes: float | None = None
+    ttl_expires_at: datetime | None = None  # None: not armed (or never expires)
 
     def visible_to(self, owner: str | None) -> bool:
         """`owner` None is an admin or a service: it sees every thread."""
@@ -90,6 +112,18 @@ class ThreadRecord:
             values_json=codec.dumps(self.values) if self.values is not None else b"",
             interrupts_json=codec.dumps(self.interrupts or {}),
             owner_id=self.owner_id,
+            config_json=codec.dumps(self.config),
+            error=_run_error(self.error),
+            state_updated_at=codec.iso(self.state_updated_at or self.created_at),
+            ttl=self._ttl(),
+        )
+
+    def _ttl(self) -> common_pb2.ThreadTTL | None:
+        if self.ttl_strategy is None:
+            return None
+        expires = codec.iso(self.ttl_expires_at) if self.ttl_expires_at else ""
+        return common_pb2.ThreadTTL(
+            strategy=self.ttl_strategy, minutes=self.ttl_minutes, expires_at=expires
         )
 
 
@@ -114,6 +148,11 @@ class RunRecord:
     owner_id: str = LOCAL_OWNER  # the owner of the run's thread
     # Runs this one's admission cancelled (interrupt/rollback): (run_id, action).
     displaced: list[tuple[str, str]] = field(default_factory=list)
+    # Not stored: the metadata the client sent, which is what the run stamps on its
+    # thread (`metadata` is merged with the assistant's and the thread's).
+    sent_metadata: dict[str, Any] | None = None
+    # The config its thread keeps once it is admitted (assistants.thread_config).
+    thread_config: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] | None = None  # token usage, once the run ended
 
     def to_proto(self) -> common_pb2.Run:
@@ -150,6 +189,8 @@ class RunEnd:
     interrupts: dict[str, Any] | None = None
     rolled_back: bool = False
     token_counts: list[TokenCount] = field(default_factory=list)
+    # `{"error", "message"}`: why it failed or was cancelled (its thread's `error`).
+    error: dict[str, Any] | None = None
 
 
 @dataclass

@@ -20,9 +20,16 @@ from waybill.common.statuses import ACTIVE_RUN_STATUSES, MultitaskStrategy, RunS
 from waybill.services.admission.auth_filters import visible_runs
 from waybill.services.admission.idempotency import IdempotencyKey, KeyedRun
 from waybill.services.admission.leases import Lease, lease_on_admit
+from waybill.services.admission.lock_order import locking_runs_in_order
 from waybill.services.admission.records import CANCEL_ACTIONS, RunRecord, ThreadRecord, run_of
 from waybill.services.admission.tables import idempotency_keys, runs, threads
-from waybill.services.admission.thread_store import THREAD_STAMP, Filter, ThreadStore
+from waybill.services.admission.thread_store import (
+    THREAD_STAMP,
+    Filter,
+    ThreadStore,
+    refreshed_ttl,
+    ttl_columns,
+)
 from waybill.services.admission.wakeups import cancel_payload, notify, wake_payload
 
 # The admit's writes, their values given at execution (the columns are the keys):
@@ -113,23 +120,36 @@ class RunStore:
     async def _stamp_thread(
         self, conn: AsyncConnection, thread: ThreadRecord | None, run: RunRecord, busy: bool
     ) -> None:
-        """As LangGraph Platform does: the thread records which graph it runs, and
-        the run's metadata is merged into the thread's. One write, creating the
-        thread if needed, and marking it busy when the run was claimed at once."""
-        stamp = {**run.metadata, "graph_id": run.graph_id, "assistant_id": run.assistant_id}
+        """As LangGraph Platform does: the thread records which graph it runs; a
+        thread the run creates also takes the metadata the run was sent (an
+        existing thread's stays its own). One write, creating the thread if
+        needed, and marking it busy when the run was claimed at once. The run
+        refreshes the thread's TTL (a thread without one takes the project's
+        default, as a thread the run creates does: thread_ttl.py)."""
+        stamp = {"graph_id": run.graph_id, "assistant_id": run.assistant_id}
         now = run.updated_at
+        policy = self.threads.ttl_policy
         if thread is None:
+            sent = run.metadata if run.sent_metadata is None else run.sent_metadata
             new_thread = {
                 "thread_id": run.thread_id,
-                "metadata": stamp,
+                "metadata": {**sent, **stamp},
                 "status": ThreadStatus.BUSY if busy else ThreadStatus.IDLE,
                 "created_at": run.created_at,
                 "updated_at": now,
                 "owner_id": run.owner_id,
+                "config": run.thread_config,
+                "state_updated_at": run.created_at,
+                **ttl_columns(policy.default, now),
             }
             await conn.execute(THREAD_INSERT, new_thread)
             return
-        values: dict[str, Any] = {"metadata": {**thread.metadata, **stamp}, "updated_at": now}
+        values: dict[str, Any] = {
+            "metadata": {**thread.metadata, **stamp},
+            "config": run.thread_config,
+            "updated_at": now,
+            **ttl_columns(refreshed_ttl(thread, policy), now),
+        }
         if busy:
             values["status"] = ThreadStatus.BUSY
         await conn.execute(THREAD_STAMP, {**values, "stamped_thread_id": run.thread_id})
@@ -141,13 +161,10 @@ class RunStore:
     ) -> list[tuple[str, str]]:
         """`interrupt`/`rollback` strategies: cancel the thread's active runs (the first
         action wins, as with a direct cancel). Returns (run_id, action) to deliver."""
-        active = (
-            await conn.execute(
-                select(runs).where(
-                    runs.c.thread_id == thread_id, runs.c.status.in_(ACTIVE_RUN_STATUSES)
-                )
-            )
-        ).all()
+        active_runs = select(runs).where(
+            runs.c.thread_id == thread_id, runs.c.status.in_(ACTIVE_RUN_STATUSES)
+        )
+        active = (await conn.execute(locking_runs_in_order(active_runs, self.is_postgres))).all()
         return [(row.run_id, await _mark_cancelled(conn, row, action)) for row in active]
 
     async def request_cancel(
@@ -189,7 +206,7 @@ class RunStore:
             query = query.where(runs.c.owner_id == owner)
         query = query.where(visible_runs(auth, self.is_postgres))
         async with self.engine.begin() as conn:
-            rows = (await conn.execute(query.order_by(runs.c.created_at))).all()
+            rows = (await conn.execute(locking_runs_in_order(query, self.is_postgres))).all()
             if not rows:
                 raise not_found("No runs found to cancel.")
             cancelled: list[RunRecord] = []

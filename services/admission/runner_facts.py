@@ -1,6 +1,6 @@
-"""What admission asks the runners before it admits a run: the context keys a
-graph declares, and whether a checkpoint exists on a thread. Any runner can
-answer (they share the checkpointer); declared keys are cached per graph."""
+"""What admission asks the runners before it admits a run: whether its graph can be
+built, and whether a checkpoint exists on a thread. Any runner can answer (they share
+the project and the checkpointer)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import asyncio
 
 import grpc
 
-from waybill.common import codec
-from waybill.common.errors import not_found
+from waybill.common.errors import not_found, refused
 from waybill.common.grpc_channels import runner_reads
 from waybill.v1 import runner_pb2, runner_pb2_grpc
 
@@ -19,27 +18,30 @@ class RunnerFacts:
         self.channel = runner_reads(target)
         self.runner = runner_pb2_grpc.RunnerStub(self.channel)
         self.timeout = timeout
-        self._context_keys: dict[str, asyncio.Future[frozenset[str] | None]] = {}
+        self._buildable: dict[str, asyncio.Future[None]] = {}
 
     async def close(self) -> None:
         await self.channel.close()
 
-    async def context_keys(self, graph_id: str) -> frozenset[str] | None:
-        """The keys of the graph's context schema; None when it declares none. Asked
-        once per graph: the runs admitted meanwhile wait for the same answer."""
-        asking = self._context_keys.get(graph_id)
+    async def ensure_buildable(self, graph_id: str) -> None:
+        """FAILED_PRECONDITION (a 400 naming the graph's error) when the graph's factory
+        raises. Asked once per graph; runs admitted meanwhile wait for the same answer,
+        and a failure is asked again next time (the project may have been fixed)."""
+        asking = self._buildable.get(graph_id)
         if asking is None or (asking.done() and (asking.cancelled() or asking.exception())):
-            asking = asyncio.ensure_future(self._ask_context_keys(graph_id))
-            self._context_keys[graph_id] = asking
-        return await asyncio.shield(asking)
+            asking = asyncio.ensure_future(self._ask_schemas(graph_id))
+            self._buildable[graph_id] = asking
+        await asyncio.shield(asking)
 
-    async def _ask_context_keys(self, graph_id: str) -> frozenset[str] | None:
-        reply = await self.runner.GetSchemas(
-            runner_pb2.GetSchemasRequest(graph_id=graph_id), timeout=self.timeout
-        )
-        schema = codec.loads(reply.json, {}).get("context_schema")
-        properties = (schema or {}).get("properties")
-        return frozenset(properties) if isinstance(properties, dict) else None
+    async def _ask_schemas(self, graph_id: str) -> None:
+        try:
+            await self.runner.GetSchemas(
+                runner_pb2.GetSchemasRequest(graph_id=graph_id), timeout=self.timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise refused(error.details() or f"graph {graph_id} could not be built") from error
+            raise
 
     async def require_checkpoint(self, thread_id: str, graph_id: str, checkpoint_id: str) -> None:
         """NOT_FOUND unless `checkpoint_id` is one of the thread's checkpoints."""

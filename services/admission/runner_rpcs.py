@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -77,6 +78,12 @@ class RunnerRpcs:
         finally:
             connection.outbox.put_nowait(None)
 
+    async def RenewLeases(
+        self, request: admission_pb2.RenewLeasesRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.LeaseGrant:
+        leases = [(lease.run_id, lease.epoch) for lease in request.leases]
+        return await self.pool.grant(request.runner_id, leases, request.loop_stalled)
+
     async def BeginRun(
         self, request: admission_pb2.BeginRunRequest, context: grpc.aio.ServicerContext
     ) -> admission_pb2.BeginRunResponse:
@@ -109,6 +116,7 @@ class RunnerRpcs:
             interrupts=codec.loads(request.interrupts_json, None),
             rolled_back=request.rolled_back,
             token_counts=token_counts_of(request.token_counts),
+            error=error_of(request),
         )
         with run_span("admission.finish", request.run_id, status=status, epoch=request.epoch):
             accepted = await self.leases.finish_run(report)
@@ -134,3 +142,9 @@ class RunnerRpcs:
                 "refused after-run usage of run %s (epoch %d)", request.run_id, request.epoch
             )
         return admission_pb2.RecordRunUsageResponse(accepted=accepted)
+
+
+def error_of(request: admission_pb2.RunFinished) -> dict[str, Any] | None:
+    if not request.HasField("error"):
+        return None
+    return {"error": request.error.error, "message": request.error.message}

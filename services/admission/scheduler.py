@@ -5,7 +5,9 @@ It sleeps until the earliest `next_run_at` (never longer than
 here or, through LISTEN/NOTIFY, on another replica. Awake, it claims each due
 cron with a conditional update of `next_run_at` (see cron_store.py): among any
 number of replicas exactly one wins a due time, records the firing, and starts
-the run through StartRun's own path, as the cron's owner.
+the run through StartRun's own path, as the cron's owner: a user of the
+project's own auth is that user again (`langgraph_auth_user`), under the filters
+its `@auth.on` handlers returned when it made the cron.
 
 Firings missed while no replica ran (downtime), i.e. found later than
 `cron_misfire_grace_seconds`, follow `cron_missed_firings`:
@@ -27,6 +29,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import grpc
 
@@ -45,7 +48,10 @@ log = logging.getLogger("waybill.admission.scheduler")
 
 MISSED_POLICIES = ("skip", "catch_up")
 
-StartRun = Callable[[admission_pb2.StartRunRequest, Principal], Awaitable[RunRecord]]
+# StartRun's path: the request, who it acts for, the project's auth filters it holds to.
+StartRun = Callable[
+    [admission_pb2.StartRunRequest, Principal, dict[str, dict[str, Any]]], Awaitable[RunRecord]
+]
 RemoveThread = Callable[[str], Awaitable[None]]
 
 
@@ -174,7 +180,8 @@ class Scheduler:
             if_not_exists="create" if fresh else "reject",
         )
         try:
-            run = await self.start_run(request, cron.acting_principal())
+            # As its creator: a project's user with the filters its handlers gave it.
+            run = await self.start_run(request, cron.acting_principal(), cron.auth_filters)
         except ServiceError as error:
             outcome = (
                 FiringOutcome.SKIPPED

@@ -45,7 +45,7 @@ from waybill.services.admission.schema import SCHEMA
 from waybill.services.admission.thread_removal import ThreadRemoval
 from waybill.services.admission.thread_rpcs import ThreadRpcs
 from waybill.services.admission.thread_store import ThreadStore
-from waybill.services.admission.thread_ttl import thread_sweep_loop, thread_ttl
+from waybill.services.admission.thread_ttl import thread_sweep_loop, thread_ttl_policy
 from waybill.services.admission.usage_rpcs import token_usage
 from waybill.services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
@@ -286,9 +286,10 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
 async def main() -> None:
     settings = get_settings()
     configure_logging("admission")
-    expiry = thread_ttl(settings)  # checkpointer.ttl: a bad one stops start-up here
+    expiry = thread_ttl_policy(settings)  # checkpointer.ttl: a bad one stops start-up here
     engine = service_engine(settings, settings.sqlalchemy_url("admission"))
-    threads = ThreadStore(engine)  # first: it registers SQLite's functions per connection
+    # First: it registers SQLite's functions per connection.
+    threads = ThreadStore(engine, expiry)
     await SCHEMA.check(engine)  # `waybill migrate` upgrades it, once per deploy
     runs = RunStore(threads)
     leases = LeaseStore(engine, settings.log_close_grace_seconds)
@@ -328,9 +329,8 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
-    sweeper = thread_sweep_loop(threads, removal.remove, expiry) if expiry else None
-    if sweeper is not None:
-        sweeper.start()
+    sweeper = thread_sweep_loop(removal, expiry)  # threads' TTLs: their own or the project's
+    sweeper.start()
     listener = None
     if settings.database_url:  # other admission replicas may commit work (or crons) for us
 
@@ -348,8 +348,7 @@ async def main() -> None:
         if listener is not None:
             await listener.stop()
         await scheduler.stop()
-        if sweeper is not None:
-            await sweeper.stop()
+        await sweeper.stop()
         await pool.stop()
         await log_closer.stop()
         await facts.close()

@@ -33,6 +33,14 @@ threads = Table(
     Column("values", JsonDocument),
     Column("interrupts", JsonDocument),
     Column("owner_id", String(255), nullable=False),
+    Column("config", JsonDocument),
+    Column("error", JsonDocument),
+    Column("state_updated_at", DateTime(timezone=True)),
+    # Its time-to-live (thread_ttl.py): "delete" or "keep_latest", its minutes, and
+    # when it expires (NULL: never, or not again until an update or a run).
+    Column("ttl_strategy", String(16)),
+    Column("ttl_minutes", Float),
+    Column("ttl_expires_at", DateTime(timezone=True), index=True),
 )
 
 runs = Table(
@@ -136,6 +144,10 @@ crons = Table(
     Column("owner_id", String(255), nullable=False, index=True),
     Column("owner_role", String(64), nullable=False),
     Column("owner_scopes", Text, nullable=False),  # comma-separated, as at creation
+    # A project-auth creator (0012): its user as `@auth.authenticate` returned it, and
+    # the `@auth.on` filters of the cron's run, {resource: filter}; NULL otherwise.
+    Column("owner_user", JsonDocument),
+    Column("auth_filters", JsonDocument),
     Column("schedule", String(255), nullable=False),
     Column("timezone", String(64), nullable=False),  # "" means UTC
     Column("end_time", DateTime(timezone=True)),

@@ -33,7 +33,7 @@ from waybill.common.statuses import ACTIVE_RUN_STATUSES, ThreadStatus
 from waybill.services.admission.tables import runs, threads
 
 THREAD_STATUSES: tuple[str, ...] = tuple(ThreadStatus)
-SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
+SORT_KEYS = ("thread_id", "status", "created_at", "updated_at", "state_updated_at")
 SORT_ORDERS = ("asc", "desc")
 SQLITE_CONTAINS = "waybill_json_contains"
 
@@ -81,11 +81,17 @@ def filters(query: ThreadQuery, is_postgres: bool) -> list[ColumnElement[bool]]:
     return clauses
 
 
+def sort_key(sort_by: str) -> ColumnElement[Any]:
+    if sort_by == "status":
+        return live_status()
+    if sort_by == "state_updated_at":  # rows from before 0011 have none: their update
+        return func.coalesce(threads.c.state_updated_at, threads.c.updated_at)
+    return threads.c[sort_by]
+
+
 def ordering(query: ThreadQuery) -> list[ColumnElement[Any]]:
     """The asked-for order, then thread_id, so that pages never overlap."""
-    key: ColumnElement[Any] = (
-        live_status() if query.sort_by == "status" else threads.c[query.sort_by]
-    )
+    key = sort_key(query.sort_by)
     if query.sort_order == "asc":
         return [key.asc(), threads.c.thread_id.asc()]
     return [key.desc(), threads.c.thread_id.desc()]

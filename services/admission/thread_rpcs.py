@@ -67,7 +67,8 @@ class ThreadRpcs:
         refuse_secrets(metadata, None)  # as a run's: metadata is read by every reader
         owner_id = acting_user(context)
         if_exists = one_of(request.if_exists or "raise", "if_exists", ("raise", "do_nothing"))
-        record = await self.threads.create_thread(thread_id, metadata, if_exists, owner_id)
+        ttl = self.threads.ttl_policy.resolve(request.ttl if request.HasField("ttl") else None)
+        record = await self.threads.create_thread(thread_id, metadata, if_exists, owner_id, ttl)
         return record.to_proto()
 
     async def GetThread(
@@ -84,12 +85,14 @@ class ThreadRpcs:
         metadata = json_object(request.metadata_json, "metadata")
         if_absent = json_object(request.metadata_if_absent_json, "metadata_if_absent")
         refuse_secrets({**if_absent, **metadata}, None)  # as a run's: read by every reader
+        ttl = self.threads.ttl_policy.resolve(request.ttl) if request.HasField("ttl") else None
         record = await self.threads.patch_thread(
             checked_thread_id(request.thread_id),
             metadata,
             owner_filter(context),
             threads_filter(context),
             if_absent=if_absent,
+            ttl=ttl,
         )
         return record.to_proto()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from waybill.services.admission.thread_queries import (
     ordering,
     thread_columns,
 )
+from waybill.services.admission.thread_ttl import ThreadTTL, TTLPolicy
 
 # The project's auth filter for threads (and runs through them); None: no filter.
 Filter = dict[str, Any] | None
@@ -60,9 +62,35 @@ async def has_active_run_on(conn: AsyncConnection, thread_id: str) -> bool:
     return bool((await conn.execute(query)).scalar())
 
 
+def ttl_columns(ttl: ThreadTTL | None, now: datetime) -> dict[str, Any]:
+    """A thread row's TTL columns for `ttl` set (or refreshed) at `now`."""
+    if ttl is None:
+        return {"ttl_strategy": None, "ttl_minutes": None, "ttl_expires_at": None}
+    return {
+        "ttl_strategy": ttl.strategy,
+        "ttl_minutes": ttl.minutes,
+        "ttl_expires_at": ttl.expires(now),
+    }
+
+
+def refreshed_ttl(record: ThreadRecord, policy: TTLPolicy) -> ThreadTTL | None:
+    """The TTL an update or a run leaves on a thread: its own, else the project's."""
+    if record.ttl_strategy is not None and record.ttl_minutes is not None:
+        return ThreadTTL(record.ttl_strategy, record.ttl_minutes)
+    return policy.default
+
+
+def still_expired(record: ThreadRecord, now: datetime) -> bool:
+    """Whether the thread's TTL is armed and expired by `now` (not refreshed since)."""
+    expires = record.ttl_expires_at
+    return expires is not None and codec.aware_utc(expires) <= now
+
+
 class ThreadStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, ttl_policy: TTLPolicy | None = None) -> None:
         self.engine = engine
+        # The project's checkpointer.ttl: a default TTL for new and running threads.
+        self.ttl_policy = ttl_policy or TTLPolicy()
         self.is_postgres = engine.dialect.name == "postgresql"
         if not self.is_postgres:
             install_sqlite_json_contains(engine)
@@ -71,9 +99,16 @@ class ThreadStore:
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def create_thread(
-        self, thread_id: str, metadata: dict[str, Any], if_exists: str, owner_id: str
+        self,
+        thread_id: str,
+        metadata: dict[str, Any],
+        if_exists: str,
+        owner_id: str,
+        ttl: ThreadTTL | None = None,
     ) -> ThreadRecord:
+        """A new thread; `ttl` is its time-to-live (the caller resolved the default)."""
         now = codec.now_utc()
+        expiry = ttl_columns(ttl, now)
         async with self.engine.begin() as conn:
             existing = await self.read(conn, thread_id)
             if existing is not None:
@@ -89,9 +124,21 @@ class ThreadStore:
                     created_at=now,
                     updated_at=now,
                     owner_id=owner_id,
+                    config={},
+                    state_updated_at=now,
+                    **expiry,
                 )
             )
-        return ThreadRecord(thread_id, metadata, ThreadStatus.IDLE, now, now, owner_id=owner_id)
+        return ThreadRecord(
+            thread_id,
+            metadata,
+            ThreadStatus.IDLE,
+            now,
+            now,
+            owner_id=owner_id,
+            state_updated_at=now,
+            **expiry,
+        )
 
     async def read(
         self, conn: AsyncConnection, thread_id: str, lock: bool = False, auth: Filter = None
@@ -155,16 +202,23 @@ class ThreadStore:
         owner: str | None = None,
         auth: Filter = None,
         if_absent: dict[str, Any] | None = None,
+        ttl: ThreadTTL | None = None,
     ) -> ThreadRecord:
-        """Merge `metadata` in; `if_absent`'s keys only where the thread has none yet."""
+        """Merge `metadata` in; `if_absent`'s keys only where the thread has none yet.
+        `ttl` replaces the thread's time-to-live; without it, the thread's own is
+        refreshed from now (as LangGraph Platform refreshes it on an update)."""
         async with self.engine.begin() as conn:
             record = await self.read_owned(conn, thread_id, owner, lock=True, auth=auth)
             record.metadata = {**(if_absent or {}), **record.metadata, **metadata}
             record.updated_at = codec.now_utc()
+            kept = ttl or refreshed_ttl(record, TTLPolicy())  # an update gives no default
+            expiry = ttl_columns(kept, record.updated_at)
+            for name, value in expiry.items():
+                setattr(record, name, value)
             await conn.execute(
                 update(threads)
                 .where(threads.c.thread_id == thread_id)
-                .values(metadata=record.metadata, updated_at=record.updated_at)
+                .values(metadata=record.metadata, updated_at=record.updated_at, **expiry)
             )
         return record
 
@@ -183,7 +237,8 @@ class ThreadStore:
             if await has_active_run_on(conn, thread_id):
                 raise busy(f"Thread {thread_id} has an active run; it records the state.")
             record.values, record.interrupts, record.status = values, interrupts, status
-            record.updated_at = codec.now_utc()
+            record.updated_at = record.state_updated_at = codec.now_utc()
+            record.error = None  # as the platform's update_state: the state is the client's now
             await conn.execute(
                 THREAD_STAMP,
                 {
@@ -192,18 +247,32 @@ class ThreadStore:
                     "interrupts": interrupts,
                     "status": status,
                     "updated_at": record.updated_at,
+                    "state_updated_at": record.updated_at,
+                    "error": None,
                 },
             )
         return record
 
     async def delete_thread(
-        self, thread_id: str, owner: str | None = None, auth: Filter = None
+        self,
+        thread_id: str,
+        owner: str | None = None,
+        auth: Filter = None,
+        before_delete: Callable[[], Awaitable[None]] | None = None,
+        expired_by: datetime | None = None,
     ) -> list[str]:
-        """Delete the thread and its runs; returns the deleted runs' ids."""
+        """Delete the thread and its runs; returns the deleted runs' ids.
+        `before_delete` runs once the thread may go, with the thread locked: if
+        it raises, the thread and its runs stay (e.g. its files could not go).
+        `expired_by`: only if its TTL expired by then (the TTL sweep's delete)."""
         async with self.locks[thread_id], self.engine.begin() as conn:
-            await self.read_owned(conn, thread_id, owner, lock=True, auth=auth)
+            record = await self.read_owned(conn, thread_id, owner, lock=True, auth=auth)
+            if expired_by is not None and not still_expired(record, expired_by):
+                raise conflict(f"Thread {thread_id} was refreshed; it has not expired.")
             if await has_active_run_on(conn, thread_id):
                 raise busy(f"Thread {thread_id} has an active run; cancel it before deleting.")
+            if before_delete is not None:
+                await before_delete()
             deleted = await conn.execute(
                 delete(runs).where(runs.c.thread_id == thread_id).returning(runs.c.run_id)
             )
@@ -211,16 +280,37 @@ class ThreadStore:
             await conn.execute(delete(threads).where(threads.c.thread_id == thread_id))
         return run_ids
 
-    async def threads_idle_since(self, cutoff: datetime, limit: int) -> list[str]:
-        """Threads not updated since `cutoff` and not busy, oldest first (checkpointer.ttl)."""
+    async def expired_threads(self, now: datetime, limit: int) -> list[tuple[str, str]]:
+        """(thread_id, strategy) of the threads whose TTL expired by `now` and that
+        have no active run, the longest expired first (thread_ttl.py's sweep)."""
         statement = (
-            select(threads.c.thread_id)
-            .where(threads.c.updated_at < cutoff, threads.c.status != ThreadStatus.BUSY)
-            .order_by(threads.c.updated_at)
+            select(threads.c.thread_id, threads.c.ttl_strategy)
+            .where(threads.c.ttl_expires_at <= now, ~has_active_run())
+            .order_by(threads.c.ttl_expires_at)
             .limit(limit)
         )
         async with self.engine.connect() as conn:
-            return [str(thread_id) for thread_id in (await conn.execute(statement)).scalars()]
+            rows = (await conn.execute(statement)).all()
+        return [(str(row.thread_id), str(row.ttl_strategy)) for row in rows]
+
+    async def keep_latest_expired(
+        self, thread_id: str, now: datetime, prune: Callable[[], Awaitable[None]]
+    ) -> bool:
+        """The keep_latest strategy of an expired thread: `prune` (the runner's prune
+        of its checkpoints) with the thread locked and no run active, so none is
+        admitted meanwhile; then its TTL is disarmed until its next update or run.
+        False if it is gone or was refreshed meanwhile."""
+        async with self.locks[thread_id], self.engine.begin() as conn:
+            record = await self.read(conn, thread_id, lock=True)
+            if record is None or not still_expired(record, now):
+                return False
+            if await has_active_run_on(conn, thread_id):
+                raise busy(f"Thread {thread_id} has an active run; it is pruned later.")
+            await prune()
+            await conn.execute(
+                update(threads).where(threads.c.thread_id == thread_id).values(ttl_expires_at=None)
+            )
+        return True
 
     async def search_threads(
         self,

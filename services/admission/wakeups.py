@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -99,6 +98,8 @@ class WakeupListener:
 
     async def listen_until_lost(self) -> float:
         """Listen until the connection drops; then reconnect after a pause."""
+        import asyncpg  # the `postgres` extra: a listener is Postgres only
+
         lost = asyncio.Event()
         conn = None
         try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from waybill.common.errors import not_found
@@ -134,13 +134,23 @@ class OutboxStore:
     # ---- pending -> attempts -> delivered | failed ------------------------------
 
     async def next_due(self, now: datetime) -> datetime | None:
+        """When the next pending row may be claimed here: its next attempt's time,
+        or, while another replica holds its claim, the claim's end (a row claimed
+        elsewhere is not due here however late its attempt is)."""
+        claimable_at = case(
+            (
+                and_(
+                    webhook_deliveries.c.claimed_until.is_not(None),
+                    webhook_deliveries.c.claimed_until > webhook_deliveries.c.next_attempt_at,
+                ),
+                webhook_deliveries.c.claimed_until,
+            ),
+            else_=webhook_deliveries.c.next_attempt_at,
+        )
         async with self.engine.connect() as conn:
             return (  # type: ignore[no-any-return]
                 await conn.execute(
-                    select(webhook_deliveries.c.next_attempt_at)
-                    .where(webhook_deliveries.c.state == "pending")
-                    .order_by(webhook_deliveries.c.next_attempt_at)
-                    .limit(1)
+                    select(func.min(claimable_at)).where(webhook_deliveries.c.state == "pending")
                 )
             ).scalar()
 

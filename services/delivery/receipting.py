@@ -11,7 +11,7 @@ from waybill.common.settings import Settings
 from waybill.services.delivery.outbox_store import OutboxStore
 from waybill.services.delivery.store import OwedWebhook, ReceiptRecord, ReceiptStore
 from waybill.services.delivery.verification import RunEnding, judge
-from waybill.services.delivery.workspace_files import FileEntry, changes, snapshot, thread_root
+from waybill.services.delivery.workspace_files import FileEntry, changes, snapshot_of
 from waybill.v1 import delivery_pb2
 
 
@@ -54,7 +54,7 @@ async def write_receipt(
     # another: each is a fraction of a millisecond, and run at once on three
     # connections they took longer than in a row.
     after, (before, owed) = await asyncio.gather(
-        asyncio.to_thread(snapshot, thread_root(settings, request.thread_id)),
+        snapshot_of(settings, request.thread_id),
         _stored_facts(request, store, outbox),
     )
     first_snapshot = None

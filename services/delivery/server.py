@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
+import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import grpc
 
-from waybill.common import codec
+from waybill.common import codec, workspace_fs
 from waybill.common.errors import invalid, not_found
 from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
@@ -33,15 +34,17 @@ from waybill.services.delivery.store import ReceiptRecord, ReceiptStore
 from waybill.services.delivery.workspace_files import (
     CHUNK,
     FileEntry,
-    confined,
     normalized,
-    snapshot,
+    open_output,
+    served,
+    snapshot_of,
     thread_root,
     write_upload,
 )
 from waybill.v1 import admission_pb2_grpc, common_pb2, delivery_pb2, delivery_pb2_grpc
 
 SCOPES = ("thread", "assistant")
+T = TypeVar("T")
 
 
 def _file(entry: FileEntry) -> delivery_pb2.WorkspaceFile:
@@ -130,10 +133,10 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         self, request: delivery_pb2.SnapshotRequest, context: grpc.aio.ServicerContext
     ) -> delivery_pb2.SnapshotResponse:
         _uuid(request.run_id, "run_id")
-        root = thread_root(self.settings, _uuid(request.thread_id, "thread_id"))
+        thread_id = _uuid(request.thread_id, "thread_id")
         files = await self.store.continued_snapshot(request.continues_run_id)
         if files is None:
-            files = await asyncio.to_thread(snapshot, root)
+            files = await snapshot_of(self.settings, thread_id)
         kept, existing = await self.store.keep_first_snapshot(
             request.run_id, request.thread_id, request.epoch, files, codec.now_utc()
         )
@@ -180,8 +183,7 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         for receipt in await self.store.thread_receipts(thread_id):
             for path in receipt.matched:
                 presented_by[path] = receipt.run_id
-        root = thread_root(self.settings, thread_id)
-        now = {e.path: e for e in await asyncio.to_thread(snapshot, root)}
+        now = {e.path: e for e in await snapshot_of(self.settings, thread_id)}
         return [
             delivery_pb2.Output(file=_file(now[path]), run_id=run_id)
             for path, run_id in sorted(presented_by.items())
@@ -201,10 +203,21 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         listed = {output.file.path for output in await self._outputs(thread_id)}
         if path not in listed:
             raise not_found(f"{request.path!r} is not an output of this thread")
-        target = confined(thread_root(self.settings, thread_id), path)
-        with target.open("rb") as file:
-            while block := await asyncio.to_thread(file.read, CHUNK):
+        # Opened and read from the workspace root's descriptor, off the loop, each
+        # step within WAYBILL_WORKSPACE_IO_SECONDS (common/workspace_fs.py).
+        root = thread_root(self.settings, thread_id)
+        fd = await self._workspace_io(open_output, root, path)
+        try:
+            while block := await self._workspace_io(os.read, fd, CHUNK):
                 yield delivery_pb2.FileChunk(data=block)
+        finally:
+            os.close(fd)
+
+    async def _workspace_io(self, work: Callable[..., T], *args: Any) -> T:
+        try:
+            return await workspace_fs.off_loop(self.settings.workspace_io_seconds, work, *args)
+        except workspace_fs.WorkspacePathError as error:
+            raise served(error) from error
 
     async def Upload(
         self, request: delivery_pb2.UploadRequest, context: grpc.aio.ServicerContext
@@ -215,7 +228,7 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
                 f"{self.settings.upload_max_bytes} (WAYBILL_UPLOAD_MAX_BYTES)"
             )
         root = thread_root(self.settings, _uuid(request.thread_id, "thread_id"))
-        entry = await asyncio.to_thread(write_upload, root, request.name, request.data)
+        entry = await self._workspace_io(write_upload, root, request.name, request.data)
         return _file(entry)
 
     # ---- webhooks ------------------------------------------------------------------

@@ -1,17 +1,20 @@
 """A thread's workspace as delivery sees it: the same directory the runner's file
 tools write (`WAYBILL_WORKSPACES_DIR/<thread_id>`, a shared volume when the two
 run on different machines). Snapshots, the changes between two of them, and the
-confinement of paths that come from outside."""
+confinement of paths that come from outside. A sandbox's uid may change the tree
+at any moment, so every access goes through common/workspace_fs.py."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from waybill.common.errors import invalid, not_found
+import grpc
+
+from waybill.common import workspace_fs
+from waybill.common.errors import ServiceError, invalid, not_found, refused
 from waybill.common.settings import Settings
 
 CHUNK = 64 * 1024
@@ -37,29 +40,48 @@ def thread_root(settings: Settings, thread_id: str) -> Path:
     return settings.workspaces_path() / thread_id
 
 
-def _digest(path: Path) -> str:
+def _digest(fd: int) -> str:
     sha = hashlib.sha256()
-    with path.open("rb") as file:
-        while block := file.read(CHUNK):
-            sha.update(block)
+    while block := os.read(fd, CHUNK):
+        sha.update(block)
     return sha.hexdigest()
 
 
+def _entry(folder_fd: int, name: str, relative: str) -> FileEntry | None:
+    """The file as it is now, or None if it changed into something else since
+    it was listed (a link, a FIFO, gone): opened from its folder, never by path."""
+    try:
+        fd = workspace_fs.open_regular(folder_fd, name)
+    except workspace_fs.WorkspacePathError:
+        return None
+    try:
+        return FileEntry(relative, os.fstat(fd).st_size, _digest(fd))
+    finally:
+        os.close(fd)
+
+
 def snapshot(root: Path) -> list[FileEntry]:
-    """Every regular file under `root` (symlinks are not followed: a link out of
-    the workspace is not the run's file). A missing workspace is empty."""
-    if not root.is_dir() or root.is_symlink():
+    """Every regular file under `root` (links are not followed: a link out of the
+    workspace is not the run's file). A missing workspace is empty."""
+    try:
+        root_fd = workspace_fs.open_root(root)
+    except workspace_fs.WorkspacePathError:
         return []
-    entries = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(folder) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            relative = path.relative_to(root).as_posix()
-            entries.append(FileEntry(relative, path.stat().st_size, _digest(path)))
-    return entries
+    try:
+        found = (_entry(fd, name, path) for path, fd, name in workspace_fs.walk_files(root_fd))
+        return [entry for entry in found if entry is not None]
+    finally:
+        os.close(root_fd)
+
+
+async def snapshot_of(settings: Settings, thread_id: str) -> list[FileEntry]:
+    """The thread's workspace snapshot, off the event loop, within
+    WAYBILL_WORKSPACE_IO_SECONDS (504 beyond it)."""
+    root = thread_root(settings, thread_id)
+    try:
+        return await workspace_fs.off_loop(settings.workspace_io_seconds, snapshot, root)
+    except workspace_fs.WorkspacePathError as error:
+        raise served(error) from error
 
 
 def changes(before: list[FileEntry], after: list[FileEntry]) -> list[Change]:
@@ -83,15 +105,24 @@ def normalized(path: str) -> str:
     return "/".join(parts)
 
 
-def confined(root: Path, relative: str) -> Path:
-    """The real path of `relative` inside `root`, refusing any way out."""
+def served(error: workspace_fs.WorkspacePathError) -> ServiceError:
+    """The status a refused workspace access answers with."""
+    if isinstance(error, workspace_fs.WorkspaceTooSlow):
+        return ServiceError(grpc.StatusCode.DEADLINE_EXCEEDED, str(error))
+    if isinstance(error, workspace_fs.WorkspaceMissing):
+        return not_found(str(error))
+    if isinstance(error, workspace_fs.BadPath):
+        return invalid(str(error))
+    return refused(str(error))  # not a regular file, a link: 400
+
+
+def open_output(root: Path, relative: str) -> int:
+    """A read descriptor of the regular file `relative` in the workspace `root`."""
     clean = normalized(relative)
     if not clean or PurePosixPath(relative).is_absolute() or ".." in clean.split("/"):
         raise invalid(f"path {relative!r} must be relative to the workspace and stay inside it")
-    target = (root / clean).resolve()
-    if not target.is_relative_to(root.resolve()):
-        raise not_found(f"no file {relative!r} in the workspace")
-    return target
+    with workspace_fs.opened_root(root) as root_fd:
+        return workspace_fs.open_regular(root_fd, clean)
 
 
 # The longest file name most file systems take (bytes, not characters).
@@ -105,34 +136,16 @@ def check_upload_name(name: str) -> None:
         raise invalid(f"upload name is {len(name.encode())} bytes; at most {MAX_NAME_BYTES}")
 
 
-def open_uploads_folder(root: Path) -> int:
-    """A descriptor of `root/uploads`, refusing it if it is a link (an agent may
-    have made one pointing out of the workspace)."""
-    folder = root / UPLOADS
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as error:
-        raise invalid(f"the workspace's {UPLOADS!r} is not a folder; remove the link") from error
-
-
 def write_upload(root: Path, name: str, data: bytes) -> FileEntry:
-    """Write `uploads/<name>` whole. Every step is relative to the folder's
-    descriptor and never follows a link: the partial file is created new
-    (O_EXCL), then renamed over the name, which replaces a link rather than
-    writing through it."""
+    """Write `uploads/<name>` whole, from the workspace root's descriptor: a new
+    file (O_EXCL) in the opened folder renamed over the name, which replaces a
+    link rather than writing through it (common/workspace_fs.py)."""
     check_upload_name(name)
-    folder = open_uploads_folder(root)
-    partial = f".upload-{os.urandom(8).hex()}.partial"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     try:
-        with os.fdopen(os.open(partial, flags, 0o644, dir_fd=folder), "wb") as file:
-            file.write(data)
-        os.replace(partial, name, src_dir_fd=folder, dst_dir_fd=folder)  # never half a file
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial, dir_fd=folder)
-        raise
-    finally:
-        os.close(folder)
+        with workspace_fs.opened_root(root, create=True) as root_fd:
+            workspace_fs.write_bytes(root_fd, f"{UPLOADS}/{name}", data)
+    except workspace_fs.LinkRefused as error:
+        raise invalid(f"the workspace's {UPLOADS!r} is not a folder; remove the link") from error
+    except IsADirectoryError as error:
+        raise refused(f"{UPLOADS}/{name} is a folder in the workspace") from error
     return FileEntry(f"{UPLOADS}/{name}", len(data), hashlib.sha256(data).hexdigest())

@@ -107,6 +107,7 @@ class RunLog:
     epoch: int = 0
     events: list[StoredEvent] = field(default_factory=list)
     closed: bool = False
+    closing: bool = False  # a close is on its way to SQL: appends are refused already
     gone: str | None = None  # forgotten or expired: only the tombstone is left
     subscribers: set[Subscriber] = field(default_factory=set)
 
@@ -216,7 +217,7 @@ class JournalHub:
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
         run_log.epoch = epoch
-        if run_log.closed:
+        if run_log.closed or run_log.closing:
             raise busy(f"run {run_id}: the log is closed")
         first = run_log.next_seq
         fresh = [StoredEvent(run_id, first + i, name, data) for i, (name, data) in enumerate(items)]
@@ -239,20 +240,18 @@ class JournalHub:
             return False  # deleted (after its run ended) before its runner closed it
         if epoch < run_log.epoch:
             raise busy(f"run {run_id}: epoch {epoch} is stale (current {run_log.epoch})")
-        if run_log.closed:
+        if run_log.closed or run_log.closing:
             return False  # its runner closed it, and admission makes sure (a second close)
-        await self.flush(run_id)
-        if run_log.closed:
-            return False  # a concurrent close got there first, during the flush
-        # Live readers learn first and SQL right behind, as with Redis: every event
-        # is already stored, and the close is answered only once SQL has it too.
+        run_log.closing = True  # no append gets in behind the flush
+        try:
+            await self.flush(run_id)
+            # SQL first, readers after: whoever saw the end (a `join`, a stream's
+            # last event) finds the log closed everywhere, e.g. a late record refused.
+            closed = await self.store.mark_closed(run_id, epoch)
+        finally:
+            run_log.closing = False  # failed: SQL is the truth, a close tried again writes it
         run_log.closed = True
         run_log.end_subscribers()
-        try:
-            closed = await self.store.mark_closed(run_id, epoch)
-        except BaseException:
-            run_log.closed = False  # SQL is the truth: a close tried again writes it
-            raise
         self._evict_later(run_log)
         return closed
 

@@ -37,6 +37,7 @@ class RedisConfig:
     ttl_seconds: float = 600.0  # an ended run's Redis copy is kept this long
     retry_seconds: float = 15.0  # appends and closes retry an unreachable Redis this long
     block_seconds: float = 5.0
+    connections: int = 1000  # per pool, at most (see redis_log.py)
     heartbeat_seconds: float = 1.0  # each replica's beat in `journal_replicas`
     dead_seconds: float = 5.0  # a replica whose beat stopped this long is evicted
 
@@ -56,7 +57,7 @@ class RedisJournalHub:
         self.store = store
         self.config = config
         self.redis = redis
-        self.redis_log = RedisLog(redis.url, redis.prefix, redis.block_seconds)
+        self.redis_log = RedisLog(redis.url, redis.prefix, redis.block_seconds, redis.connections)
         self.followers = Followers(self.redis_log, config.batch_max)
         self.writer = WriteBehind(store, config.batch_max, linger_seconds=config.write_linger)
         self.local: dict[str, LocalRun] = {}
@@ -203,9 +204,9 @@ class RedisJournalHub:
         """Close the run's log; False when SQL had it closed already (or deleted).
         Redis is told again either way (a close whose Redis half never came)."""
         keep = min(self.redis.ttl_seconds, self.config.retention_seconds)
-        try:
+        try:  # fenced first: no append gets in behind the flush
             status = await self._retrying(
-                "close", lambda: self.redis_log.close(run_id, epoch, keep)
+                "close", lambda: self.redis_log.close(run_id, epoch, keep, end=False)
             )
         except ServiceError:
             # SQL is the truth: close it there; Redis learns when it is back.
@@ -216,13 +217,25 @@ class RedisJournalHub:
         if status == "forgotten":
             return False
         if status == "again" and await self.store.is_closed(run_id):
+            await self._end_in_redis(run_id, epoch, keep)  # a close cut short after SQL
             return False  # closed before (the runner, then admission making sure)
         await self.flush(run_id)
         if await self.store.gone(run_id) is not None:
             return False  # deleted (after its run ended) before its runner closed it
+        # SQL before the readers: whoever saw the end (a `join`) finds the log
+        # closed everywhere, e.g. a late record refused.
         closed = await self.store.mark_closed(run_id, epoch)
+        if status != "unreachable":
+            await self._end_in_redis(run_id, epoch, keep)
         self._idle(run_id)
         return closed
+
+    async def _end_in_redis(self, run_id: str, epoch: int, keep: float) -> None:
+        """The end marker, for live readers (a lost Redis gets it when it is back)."""
+        try:
+            await self._retrying("close", lambda: self.redis_log.close(run_id, epoch, keep))
+        except ServiceError:
+            self._spawn(self._close_in_redis_later(run_id, epoch, keep))
 
     async def _close_in_redis_later(self, run_id: str, epoch: int, keep: float) -> None:
         while True:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import asyncio as aioredis
+from redis.asyncio.connection import BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -83,18 +84,23 @@ redis.call('SET', KEYS[1], ARGV[1], 'NX')
 return redis.call('GET', KEYS[1])
 """
 
-# ARGV: epoch, milliseconds to keep the keys. Refuses later appends, adds the end
-# marker, and lets both keys expire. 'again' when it was closed already.
+# ARGV: epoch, milliseconds to keep the keys, whether to end it ('1') or only
+# fence it ('0'). Fencing refuses later appends; ending adds the end marker (live
+# readers stop there) and lets both keys expire. A close fences, stores the
+# close in SQL, then ends: a reader told the end finds the log closed in SQL.
+# 'again' when it was closed (fenced) already.
 CLOSE = """
 local meta, stream = KEYS[1], KEYS[2]
 local m = redis.call('HMGET', meta, 'epoch', 'forgotten', 'closed')
 if m[2] == '1' then return 'forgotten' end
 if m[1] and tonumber(ARGV[1]) < tonumber(m[1]) then return 'stale' end
 redis.call('HSET', meta, 'closed', '1', 'epoch', ARGV[1])
-local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
-if #last == 0 or last[1][1] ~= '1-0' then redis.call('XADD', stream, '1-0', 'end', 'closed') end
-redis.call('PEXPIRE', meta, ARGV[2])
-redis.call('PEXPIRE', stream, ARGV[2])
+if ARGV[3] == '1' then
+  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+  if #last == 0 or last[1][1] ~= '1-0' then redis.call('XADD', stream, '1-0', 'end', 'closed') end
+  redis.call('PEXPIRE', meta, ARGV[2])
+  redis.call('PEXPIRE', stream, ARGV[2])
+end
 if m[3] == '1' then return 'again' end
 return 'ok'
 """
@@ -138,20 +144,31 @@ class RedisPage:
     ended: bool  # the end marker was read
 
 
+def _client(url: str, connections: int, socket_timeout: float) -> aioredis.Redis:
+    """A client whose pool, when all `connections` are in use, makes the next
+    caller wait for one (up to `socket_timeout`). redis-py's default pool raises
+    "Too many connections" at once instead: the hub took that for Redis being
+    down, and sent every live reader to poll SQL, exhausting its pool in turn."""
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=connections,
+        timeout=socket_timeout,
+        socket_connect_timeout=2,
+        socket_timeout=socket_timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+    return aioredis.Redis.from_pool(pool)  # closed with the client
+
+
 class RedisLog:
-    def __init__(self, url: str, prefix: str, block_seconds: float) -> None:
+    def __init__(
+        self, url: str, prefix: str, block_seconds: float, connections: int = 1000
+    ) -> None:
         self.prefix = prefix
         # Commands give up after a few seconds; blocking reads wait longer than they
         # block. The hub decides about retries (an append's token makes them safe).
-        self.client = aioredis.Redis.from_url(
-            url, socket_connect_timeout=2, socket_timeout=5, retry=Retry(NoBackoff(), 0)
-        )
-        self.blocking = aioredis.Redis.from_url(
-            url,
-            socket_connect_timeout=2,
-            socket_timeout=block_seconds + 5,
-            retry=Retry(NoBackoff(), 0),
-        )
+        self.client = _client(url, connections, socket_timeout=5)
+        self.blocking = _client(url, connections, socket_timeout=block_seconds + 5)
         self.block_ms = max(1, int(block_seconds * 1000))
         self._append = self.client.register_script(APPEND)
         self._seed = self.client.register_script(SEED)
@@ -190,8 +207,10 @@ class RedisLog:
         keys = [*self.keys(run_id), self.incarnation_key]
         return int(await self._seed(keys=keys, args=[next_seq, epoch, incarnation]))
 
-    async def close(self, run_id: str, epoch: int, keep_seconds: float) -> str:
-        reply = await self._close(keys=self.keys(run_id), args=[epoch, _ms(keep_seconds)])
+    async def close(self, run_id: str, epoch: int, keep_seconds: float, end: bool = True) -> str:
+        """Fence the run's log (no append gets in) and, with `end`, end it."""
+        args = [epoch, _ms(keep_seconds), "1" if end else "0"]
+        reply = await self._close(keys=self.keys(run_id), args=args)
         return str(reply.decode() if isinstance(reply, bytes) else reply)
 
     async def forget(self, run_id: str, keep_seconds: float) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import grpc
 
 from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
+from waybill.common.extras import needs_redis
 from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.journal_reading import EXPIRED_KEY
 from waybill.common.metrics import StatsCollector, register
@@ -25,12 +27,14 @@ from waybill.services.journal.metrics import (
 )
 from waybill.services.journal.record_rpcs import append_records, list_records
 from waybill.services.journal.records import RecordStore
-from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
 from waybill.services.journal.retention import retention_loop
 from waybill.services.journal.schema import SCHEMA
 from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore, StoredEvent
 from waybill.v1 import journal_pb2, journal_pb2_grpc
+
+if TYPE_CHECKING:  # the `redis` extra: imported where WAYBILL_REDIS_URL chooses it
+    from waybill.services.journal.redis_hub import RedisJournalHub
 
 ITEM_BYTES = 1024 * 1024
 
@@ -167,12 +171,15 @@ def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJourn
     )
     if not settings.redis_url:
         return JournalHub(store, config)
+    with needs_redis():
+        from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
     redis = RedisConfig(
         url=settings.redis_url,
         prefix=settings.journal_redis_prefix,
         ttl_seconds=settings.journal_redis_ttl_seconds,
         retry_seconds=settings.journal_redis_retry_seconds,
         block_seconds=settings.journal_redis_block_seconds,
+        connections=settings.journal_redis_connections,
         heartbeat_seconds=settings.journal_heartbeat_seconds,
         dead_seconds=settings.journal_replica_dead_seconds,
     )

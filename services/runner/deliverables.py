@@ -44,12 +44,12 @@ def has_workspace_tools(
 
 
 def verifies_workspace(graph_id: str, graph: Pregel, kwargs: dict[str, Any], config: Any) -> bool:
-    """Whether the run may use workspace tools (its role's, when its context names
-    one), so its delivery is verified."""
-    context = kwargs.get("context")
-    role = context.get("role") if isinstance(context, dict) else None
-    role_tools = get_settings().role_tools().get(role) if role else None
+    """Whether the run may use workspace tools (its caller's role's, when the
+    server named one), so its delivery is verified."""
     configurable = dict(config.get("configurable") or {})
+    caller = configurable.get("langgraph_auth_user")
+    role = caller.get("role") if isinstance(caller, dict) else None
+    role_tools = get_settings().role_tools().get(role) if role else None
     return has_workspace_tools(graph_id, graph, configurable, role_tools)
 
 

@@ -39,6 +39,8 @@ from waybill.services.runner.graphs import GraphRegistry, run_user
 from waybill.services.runner.journal_sink import JournalSink
 from waybill.services.runner.loop_turns import TURN_EVERY_SECONDS, LoopTurns
 from waybill.services.runner.model_calls import CURRENT_RUN
+from waybill.services.runner.node_threads import RUN_OF_TASK, require_free_thread
+from waybill.services.runner.outages import DependencyOutage, patiently
 from waybill.services.runner.outcome import (
     DeliveryFailed,
     Outcome,
@@ -50,6 +52,7 @@ from waybill.services.runner.receipts import (
     confirm_finished,
     receipt_request,
     receipt_without_state,
+    write_receipt,
 )
 from waybill.services.runner.record_sink import RecordSink
 from waybill.services.runner.run_inputs import RunLimits, graph_input, run_config, thread_config
@@ -57,6 +60,7 @@ from waybill.services.runner.run_journal import RunJournal, delivery_record, wit
 from waybill.services.runner.run_state import answer_dangling_tool_calls, final_state
 from waybill.services.runner.sandbox.leases import SANDBOXES
 from waybill.services.runner.snapshots import WorkspaceSnapshot, starting_point
+from waybill.services.runner.state_limits import StateTooLarge, check_frames, check_state
 from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
 from waybill.services.runner.tool_calls import ToolCalls, install
@@ -164,6 +168,7 @@ class RunExecution:
     # ---- the run -----------------------------------------------------------------
 
     async def execute(self) -> None:
+        RUN_OF_TASK.set(self.run.run_id)  # its sync nodes' threads are counted as its own
         if not self.start_now:
             # Admission did not start it at the claim: ask the barrier what to do.
             begin = await self.peers.admission.BeginRun(
@@ -175,6 +180,7 @@ class RunExecution:
                 if ended is not None:
                     await self._receipt_of_unstarted(*ended)
                 return
+        require_free_thread()
         if self.run.epoch > 1:
             # Fence off the epochs before this one. The first epoch has none to
             # fence off, so its run starts without this commit.
@@ -281,11 +287,12 @@ class RunExecution:
         if not self.verify_workspace:
             outcome = await self._drive_with_limits(graph)
         else:
-            SNAPSHOT_GATES[self.run.run_id] = self.workspace.gate()
+            gate_key = (self.run.run_id, self.run.epoch)
+            SNAPSHOT_GATES[gate_key] = self.workspace.gate()
             try:
                 outcome = await self._drive_with_limits(graph)
             finally:
-                del SNAPSHOT_GATES[self.run.run_id]
+                del SNAPSHOT_GATES[gate_key]
             # If no file tool asked, nothing changed the workspace and no snapshot
             # was taken: the receipt says so, and delivery's after-snapshot is also
             # the before-snapshot (one walk of the workspace, no extra call).
@@ -298,16 +305,14 @@ class RunExecution:
         rolled_back = outcome.status == common_pb2.RUN_STATUS_INTERRUPTED and (
             self.cancel_action == CancelAction.ROLLBACK
         )
-        if rolled_back:
-            self.fence.check("rollback")
-            if self.checkpointer is not None:
-                await self.checkpointer.close()  # a background save may still be landing
-            await self.graphs.checkpointer.adelete_for_runs([self.run.run_id])
+        too_large = isinstance(outcome.error, StateTooLarge)
+        if rolled_back or too_large:
+            await self._drop_checkpoints()
         elif outcome.status != common_pb2.RUN_STATUS_SUCCESS:
             recorded = await self.tool_calls.recorded_answers() if self.tool_calls else {}
             await answer_dangling_tool_calls(graph, self.run, self.fence, recorded)
         if outcome.error is not None:
-            self.sink.emit(*error_event(outcome.error))
+            self.sink.emit(*error_event(outcome.error, get_settings().error_tracebacks))
         # The end, in the order that makes it provable: journal flushed -> receipt ->
         # terminal status -> journal closed. Reads and records that no step waits
         # for go beside the step before them.
@@ -315,9 +320,11 @@ class RunExecution:
         snapshot, (start, started_from), _, _ = await asyncio.gather(
             final_state(graph, self.run),
             self._state_started_from(graph),
-            self.sink.flush(),
+            self._flush_journal(),
             self.workspace.taken(),  # the receipt compares the workspace with it
         )
+        if not too_large:
+            outcome, snapshot = await self._refuse_too_large(graph, outcome, snapshot)
         await release_graph()  # a factory's resources end with the graph's last use
         presented = presented_paths(added_messages(started_from, snapshot.values))
         STATS.receipts_requested += 1
@@ -328,7 +335,7 @@ class RunExecution:
             outcome = Outcome(common_pb2.RUN_STATUS_ERROR, failure, receipt.verdict_reason)
             self.sink.emit(*error_event(failure))
             self.fence.check("journal flush")
-            await self.sink.flush()
+            await self._flush_journal()
         self._record_the_end(outcome, snapshot)
         # The last records are stored while admission takes the terminal status: the
         # log closes after both, so whoever follows it to its end sees every record.
@@ -343,13 +350,51 @@ class RunExecution:
             # Should we die before this close, admission closes the log after a grace
             # (services/admission/log_closes.py).
             if receipt.webhooks_held:  # released while the streams are closed
-                await asyncio.gather(
-                    confirm_finished(self.peers, self.run),
-                    self.sink.close(after_terminal_write=True),
-                )
+                await asyncio.gather(confirm_finished(self.peers, self.run), self._close_journal())
             else:
-                await self.sink.close(after_terminal_write=True)
+                await self._close_journal()
             self._leave_after_run(outcome, snapshot, rolled_back)
+
+    async def _flush_journal(self) -> None:
+        await patiently(
+            lambda deadline: self.sink.flush(deadline),
+            f"run {self.run.run_id}: journal flush",
+            rpc_timeout=self.peers.rpc_timeout,
+        )
+
+    async def _close_journal(self) -> None:
+        """The run has ended: if the journal stays away, admission closes the log
+        after a grace (log_closes.py); the run's end stands."""
+        try:
+            await patiently(
+                lambda deadline: self.sink.close(after_terminal_write=True, deadline=deadline),
+                f"run {self.run.run_id}: journal close",
+                rpc_timeout=self.peers.rpc_timeout,
+            )
+        except DependencyOutage as error:
+            log.warning("%s; admission closes the log later", error)
+
+    async def _drop_checkpoints(self) -> None:
+        """The run's checkpoints go (a rollback, a state too large to keep): its
+        thread reads as it was before the run."""
+        self.fence.check("rollback")
+        if self.checkpointer is not None:
+            await self.checkpointer.close()  # a background save may still be landing
+        await self.graphs.checkpointer.adelete_for_runs([self.run.run_id])
+
+    async def _refuse_too_large(
+        self, graph: Pregel, outcome: Outcome, snapshot: StateSnapshot
+    ) -> tuple[Outcome, StateSnapshot]:
+        """A final state too large to keep (no event carried it) is refused here."""
+        try:
+            check_state(snapshot.values)
+        except StateTooLarge as error:
+            await self._drop_checkpoints()
+            self.sink.emit(*error_event(error))
+            await self._flush_journal()
+            outcome = Outcome(common_pb2.RUN_STATUS_ERROR, error, f"StateTooLarge: {error}")
+            snapshot = await final_state(graph, self.run)
+        return outcome, snapshot
 
     def _leave_after_run(
         self, outcome: Outcome, snapshot: StateSnapshot, rolled_back: bool
@@ -411,6 +456,7 @@ class RunExecution:
         turn_due = 0.0  # the first frame goes out at once
         try:
             async for frames in self._frames(graph):
+                check_frames(frames)  # one too large would break the journal's stream
                 self.sink.emit_all(frames)
                 # A graph that streams without awaiting anything (a fast model)
                 # would starve the journal sink: give the loop a turn now and then,
@@ -423,7 +469,15 @@ class RunExecution:
         except Exception as error:  # the graph's failure ends the run, not the runner
             if self.fence.lost:
                 raise StaleEpochError(f"run {self.run.run_id} lost its lease") from error
-            log.info("run %s failed: %s: %s", self.run.run_id, type(error).__name__, error)
+            # The traceback too: where in the project's code it failed is what its
+            # author needs first, and the log is the only place that has it.
+            log.warning(
+                "run %s failed: %s: %s",
+                self.run.run_id,
+                type(error).__name__,
+                error,
+                exc_info=error,
+            )
             return Outcome(common_pb2.RUN_STATUS_ERROR, error, f"{type(error).__name__}: {error}")
         return Outcome(common_pb2.RUN_STATUS_SUCCESS)
 
@@ -471,9 +525,7 @@ class RunExecution:
             usage=summarize(self._token_counts()),
             start=start,
         )
-        receipt: delivery_pb2.Receipt = await self.peers.delivery.WriteReceipt(
-            request, timeout=self.peers.rpc_timeout
-        )
+        receipt = await write_receipt(self.peers, request)
         self.receipt = receipt
         return receipt
 

@@ -14,14 +14,16 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from waybill.common.sqlite_driver import SqliteConnection
+
+if TYPE_CHECKING:  # the `postgres` extra: imported below only for a saver not SQLite's
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 FENCE_QUERY = "SELECT epoch FROM run_fences WHERE run_id = {}"
 
@@ -36,10 +38,12 @@ async def put_writes_fenced(
     task_path: str = "",
 ) -> int | None:
     """Store the writes unless a newer epoch holds the run; returns that epoch if so."""
-    if isinstance(saver, AsyncPostgresSaver):
-        return await _on_postgres(saver, run_id, epoch, config, writes, task_id, task_path)
     if isinstance(saver, AsyncSqliteSaver):
         return await _on_sqlite(saver, run_id, epoch, config, writes, task_id, task_path)
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    if isinstance(saver, AsyncPostgresSaver):
+        return await _on_postgres(saver, run_id, epoch, config, writes, task_id, task_path)
     raise TypeError(f"no fenced pending writes for {type(saver).__name__}")
 
 

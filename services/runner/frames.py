@@ -6,6 +6,7 @@ gateway pass those bytes through untouched.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from langgraph.pregel import Pregel
 
 from waybill.common import codec
 from waybill.services.runner.graph_context import declared_keys, graph_context
+from waybill.services.runner.state import _checkpoint
 
 # What a client may ask for -> what `graph.astream` is given.
 STREAM_MODES = {
@@ -80,6 +82,10 @@ class FrameEncoder:
         return frames
 
     def encode(self, mode: str, namespace: tuple[str, ...], data: Any) -> list[tuple[str, bytes]]:
+        if mode == "checkpoints":
+            data = public_checkpoint(data)
+        elif mode == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint":
+            data = {**data, "payload": debug_checkpoint(data.get("payload"))}
         if mode != "messages":
             return [(event_name(mode, namespace), codec.dumps(data))]
         message, metadata = data
@@ -117,6 +123,55 @@ class FrameEncoder:
         return frames
 
 
+# Waybill's own `configurable` entries (the run's tool-call ledger): the run's
+# business, never shown in a checkpoint's config (LangGraph drops its `__pregel_`
+# ones the same way).
+PRIVATE_CONFIG_PREFIX = "__waybill"
+
+
+def public_config(config: Any) -> Any:
+    """A config without Waybill's own `configurable` entries."""
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    if not configurable or not any(key.startswith(PRIVATE_CONFIG_PREFIX) for key in configurable):
+        return config
+    kept = {k: v for k, v in configurable.items() if not k.startswith(PRIVATE_CONFIG_PREFIX)}
+    return {**config, "configurable": kept}
+
+
+def public_checkpoint(payload: Any) -> Any:
+    """A `checkpoints` payload (LangGraph's `CheckpointPayload`) with public configs."""
+    if not isinstance(payload, dict):
+        return payload
+    return {
+        **payload,
+        "config": public_config(payload.get("config")),
+        "parent_config": public_config(payload.get("parent_config")),
+    }
+
+
+def debug_checkpoint(payload: Any) -> Any:
+    """A `debug` checkpoint's payload as LangGraph Platform sends it: the
+    `checkpoints` payload with `checkpoint` and `parent_checkpoint` references
+    beside its configs, and a subgraph task's `state` config given as its
+    `checkpoint` (the configurable)."""
+    if not isinstance(payload, dict):
+        return payload
+    payload = public_checkpoint(payload)
+    tasks = []
+    for task in payload.get("tasks") or []:
+        state = task.get("state") if isinstance(task, dict) else None
+        if isinstance(state, dict) and state.get("configurable"):
+            task = {k: v for k, v in task.items() if k != "state"}
+            task["checkpoint"] = public_config(state)["configurable"]
+        tasks.append(task)
+    return {
+        **payload,
+        "checkpoint": _checkpoint(payload.get("config")),
+        "parent_checkpoint": _checkpoint(payload.get("parent_config")),
+        "tasks": tasks,
+    }
+
+
 def message_json(message: Any) -> bytes:
     """A message as JSON, as `model_dump()` gives it. A LangChain message's fields are
     plain data, so its `__dict__` is the same dict at a tenth of the cost; this runs
@@ -139,10 +194,17 @@ class RunnerFailure(RuntimeError):
     """What a run's stream and receipt say when Waybill itself failed the run."""
 
 
+class RunRefusal(RuntimeError):
+    """Waybill refused to carry out a run for a reason its reader can act on (a
+    state too large to journal, a runner out of node threads): shown as it is."""
+
+
 def as_reported(error: BaseException) -> BaseException:
     """The error a run's stream and receipt show: a graph's own (a factory that
     raised) as it is, as LangGraph Platform shows it; Waybill's own as a plain
     `RunnerFailure`, its class, details and addresses left to the log."""
+    if isinstance(error, RunRefusal):
+        return error
     if type(error).__module__.split(".")[0] not in INFRASTRUCTURE_MODULES:
         return error
     return RunnerFailure(
@@ -151,8 +213,14 @@ def as_reported(error: BaseException) -> BaseException:
     )
 
 
-def error_event(error: BaseException) -> tuple[str, bytes]:
-    return "error", codec.dumps({"error": type(error).__name__, "message": str(error)})
+def error_event(error: BaseException, with_traceback: bool = False) -> tuple[str, bytes]:
+    """LangGraph Platform's error event; with `with_traceback` (WAYBILL_ERROR_TRACEBACKS,
+    on under `waybill dev`), the project code's traceback as well. An infrastructure
+    failure (a `RunnerFailure`) never carries one: its details stay in the log."""
+    payload = {"error": type(error).__name__, "message": str(error)}
+    if with_traceback and not isinstance(error, RunnerFailure) and error.__traceback__:
+        payload["traceback"] = "".join(traceback.format_exception(error))
+    return "error", codec.dumps(payload)
 
 
 async def graph_frames(
@@ -179,6 +247,8 @@ async def graph_frames(
         async for event in events:
             yield encoder.encode_event(dict(event), subgraphs)
         return
+    # `values` through the output schema, as LangGraph Platform streams them.
+    options["output_keys"] = graph.output_channels
     async for chunk in graph.astream(graph_input, config, **options):
         parts: tuple[Any, ...] = chunk if subgraphs else ((), *chunk)  # type: ignore[assignment]
         namespace, mode, data = parts

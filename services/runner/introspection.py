@@ -56,13 +56,15 @@ async def subgraph_schemas(graph: Any, namespace: str | None, recurse: bool) -> 
 
 def schemas_of(graph: Any) -> dict[str, Any]:
     """Input, output, state, config and context schemas; one that cannot be built is null."""
-    return {
-        "input_schema": _schema_or_none(graph.get_input_jsonschema),
-        "output_schema": _schema_or_none(graph.get_output_jsonschema),
-        "state_schema": _schema_or_none(lambda: state_jsonschema(graph)),
-        "config_schema": _schema_or_none(lambda: configurable_jsonschema(graph)),
-        "context_schema": _schema_or_none(graph.get_context_jsonschema),
+    makers: dict[str, Callable[[], Any]] = {
+        "input_schema": graph.get_input_jsonschema,
+        "output_schema": graph.get_output_jsonschema,
+        "state_schema": lambda: state_jsonschema(graph),
+        "config_schema": lambda: configurable_jsonschema(graph),
+        "context_schema": graph.get_context_jsonschema,
     }
+    name = str(getattr(graph, "name", None) or "graph")
+    return {kind: _schema_or_none(make, f"{name}'s {kind}") for kind, make in makers.items()}
 
 
 def state_jsonschema(graph: Any) -> dict[str, Any]:
@@ -103,13 +105,25 @@ def _expressible(key: str, update_type: Any) -> bool:
     return True
 
 
-def _schema_or_none(make_schema: Callable[[], Any]) -> Any:
-    """A schema pydantic cannot express is reported as null, as LangGraph Platform does."""
+# The schema failures already said: schemas are built for every assistant read, and
+# the same harmless cause (a `typing.TypedDict` state on Python < 3.12) would
+# otherwise fill the log with one traceback per request.
+_SAID: set[str] = set()
+
+
+def _schema_or_none(make_schema: Callable[[], Any], what: str = "a schema") -> Any:
+    """A schema pydantic cannot express is reported as null, as LangGraph Platform does;
+    why, in one warning line once per schema and cause (the traceback at debug level)."""
     try:
         with warnings.catch_warnings():
             # LangGraph deprecates the config schema, but Platform clients still read it.
             warnings.simplefilter("ignore", DeprecationWarning)
             return make_schema()
-    except Exception:
-        log.warning("cannot build a JSON schema", exc_info=True)
+    except Exception as error:
+        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        said = f"cannot build {what} as JSON schema (it is null): {cause}"
+        if said not in _SAID:
+            _SAID.add(said)
+            log.warning("%s", said)
+        log.debug("%s", said, exc_info=True)
         return None

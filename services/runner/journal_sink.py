@@ -86,20 +86,27 @@ class JournalSink:
 
     # ---- waiting ------------------------------------------------------------------
 
-    async def drain(self) -> None:
+    async def drain(self, deadline: float | None = None) -> None:
         """Wait until the journal has answered for every emitted event (raises if one failed)."""
         while self._failure is None and self._answered < self._emitted:
             self._progress.clear()
-            await asyncio.wait_for(self._progress.wait(), self.timeout)
+            await asyncio.wait_for(self._progress.wait(), deadline or self.timeout)
         if self._failure is not None:
             raise self._failure
 
-    async def flush(self) -> None:
-        """Drain, then wait until the journal has stored everything durably."""
-        await self.drain()
-        await self.journal.Flush(journal_pb2.FlushRequest(run_id=self.run_id), timeout=self.timeout)
+    async def flush(self, deadline: float | None = None) -> None:
+        """Drain, then wait until the journal has stored everything durably (each
+        wait at most `deadline`; both safe to repeat: see outages.py)."""
+        await self.drain(deadline)
+        await self.journal.Flush(
+            journal_pb2.FlushRequest(run_id=self.run_id),
+            timeout=deadline or self.timeout,
+            wait_for_ready=True,
+        )
 
-    async def close(self, after_terminal_write: bool = False) -> None:
+    async def close(
+        self, after_terminal_write: bool = False, deadline: float | None = None
+    ) -> None:
         """End the run's log. After admission accepted this epoch's terminal write no
         newer epoch can exist, so the lease no longer matters (a renewal refused
         meanwhile must not leave the log open and its readers waiting); the journal
@@ -107,5 +114,7 @@ class JournalSink:
         if not after_terminal_write:
             self.fence.check("journal close")
         await self.journal.Close(
-            journal_pb2.CloseRequest(run_id=self.run_id, epoch=self.epoch), timeout=self.timeout
+            journal_pb2.CloseRequest(run_id=self.run_id, epoch=self.epoch),
+            timeout=deadline or self.timeout,
+            wait_for_ready=True,
         )

@@ -45,10 +45,6 @@ class LeadAgentContext(TypedDict, total=False):
     reasoning_effort: str
     model_params: dict[str, Any]
     agent_name: str
-    # Injected by admission from the authenticated caller; never the client's.
-    user_id: str
-    role: str
-    channel: dict[str, str]
     # Request-scoped secrets, opened for the run only (see common/sealed.py).
     secrets: dict[str, str]
 
@@ -59,6 +55,15 @@ class LeadAgentState(MessagesState, total=False):
     summary: str
 
 
+def caller_of(runtime: Runtime[Any]) -> dict[str, Any]:
+    """Whom the run acts for, as the server says (`runtime.server_info.user`, made
+    from `configurable.langgraph_auth_user`): `identity`, Waybill's `role` and a
+    chat's `channel`. Never the context, which is the client's."""
+    info = runtime.server_info
+    user = info.user if info is not None else None
+    return dict(user) if isinstance(user, dict) else {}
+
+
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
@@ -67,7 +72,7 @@ async def _tool_sets(
     state: MessagesState, config: RunnableConfig, runtime: Runtime[LeadAgentContext]
 ) -> tuple[list[Any], list[Any]]:
     settings = get_settings()
-    role = (runtime.context or {}).get("role")
+    role = caller_of(runtime).get("role")
     for_role = settings.role_tools().get(role) if role else None
     catalog = with_extra_tools(await mcp_toolbox(settings).tools())
     tools = authorized(_configurable(config), for_role, catalog)
@@ -87,7 +92,7 @@ async def call_model(
     model_name = context.get("model_name") or configurable.get("model_name")
     messages, update = await _summarized(state, config, model_name)
     context["summary"] = update.get("summary", state.get("summary", ""))
-    context["memory"] = await _memory(runtime, context.get("user_id"))
+    context["memory"] = await _memory(runtime, caller_of(runtime).get("identity"))
     shown, _ = await _tool_sets(state, config, runtime)
     request = ModelRequest(messages=messages, tools=shown, context=context)
     chain = default_chain(get_settings().history_limit)

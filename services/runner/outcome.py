@@ -71,4 +71,22 @@ def finish_request(
         thread_status=thread_status,
         rolled_back=rolled_back,
         token_counts=[token_count_proto(count) for count in token_counts],
+        error=thread_error(outcome, rolled_back),
     )
+
+
+# LangGraph Platform's exceptions for a cancelled run (langgraph_api.errors).
+CANCELLED = {
+    False: ("UserInterrupt", "User interrupted the run"),
+    True: ("UserRollback", "User requested rollback of the run"),
+}
+
+
+def thread_error(outcome: Outcome, rolled_back: bool) -> common_pb2.RunError | None:
+    """Why the run failed or was cancelled, as the platform shows it on the thread."""
+    if outcome.error is not None:
+        return common_pb2.RunError(error=type(outcome.error).__name__, message=str(outcome.error))
+    if outcome.status == common_pb2.RUN_STATUS_INTERRUPTED:
+        error, message = CANCELLED[rolled_back]
+        return common_pb2.RunError(error=error, message=message)
+    return None

@@ -12,6 +12,11 @@ on LangGraph Platform: the project's `@auth.on.store` handlers scope the namespa
 non-admin principals (the config's users, channel owners) keep theirs, so they never
 reach the project users' items: no project handler runs for them. Waybill's admins
 (the API key) see the store as it is.
+
+Whatever a project's handlers answer, a project user never reaches another user's
+part of Waybill's own `users` namespace (their memory facts live there, and are
+shown in their system prompts): `OutsideOwned` refuses it with 403 and leaves it
+out of searches and listings.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from waybill.common.identity import LOCAL_USER
+from waybill.common.errors import forbidden
+from waybill.common.identity import API_KEY_USER, LOCAL_USER
 from waybill.common.settings import Settings, get_settings
 
 USERS = "users"
@@ -44,14 +50,17 @@ def owner_label(owner_id: str) -> str:
     return owner_id.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
 
 
-def store_of(inner: BaseStore, owner_id: str) -> BaseStore:
-    """The store as `owner_id` sees it (see the module's docstring)."""
+def store_of(inner: BaseStore, owner_id: str, *, admin: bool | None = None) -> BaseStore:
+    """The store as `owner_id` sees it (see the module's docstring). `admin`: whether
+    the caller is one of Waybill's admins (None: judged by `owner_id`)."""
     settings = get_settings()
     project = settings.project()
     project_auth = project is not None and bool(project.section("auth"))
-    if project_auth and owner_id not in _confined_principals(settings):
-        return inner
-    return OwnedStore(inner, owner_id)
+    if not project_auth or owner_id in _confined_principals(settings):
+        return OwnedStore(inner, owner_id)
+    if admin is None:
+        admin = owner_id in _waybill_admins(settings)
+    return inner if admin else OutsideOwned(inner, owner_id)
 
 
 def _confined_principals(settings: Settings) -> set[str]:
@@ -62,6 +71,65 @@ def _confined_principals(settings: Settings) -> set[str]:
         if spec.role != "admin" and "admin" not in (spec.scopes or ()):
             found.add(spec.user_id)
     return found
+
+
+def _waybill_admins(settings: Settings) -> set[str]:
+    found = {API_KEY_USER.user_id}
+    for spec in settings.principals():
+        if spec.role == "admin" or "admin" in (spec.scopes or ()):
+            found.add(spec.user_id)
+    return found
+
+
+class OutsideOwned(BaseStore):
+    """The store as it is, but for the parts of the `users` namespace that are not
+    the caller's own: reading or writing one is refused (403), and searches and
+    listings leave them out. What the project's store handlers did to a namespace is
+    done by then: this holds whatever they answered."""
+
+    def __init__(self, inner: BaseStore, owner_id: str) -> None:
+        self.inner = inner
+        self.own: tuple[str, ...] = (USERS, owner_label(owner_id))
+        self.ttl_config = inner.ttl_config
+        self.supports_ttl = inner.supports_ttl
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = [self._allowed(op) for op in ops]
+        return [self._visible(op, r) for op, r in zip(ops, self.inner.batch(ops), strict=True)]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = [self._allowed(op) for op in ops]
+        results = await self.inner.abatch(ops)
+        return [self._visible(op, r) for op, r in zip(ops, results, strict=True)]
+
+    def _foreign(self, namespace: tuple[str, ...]) -> bool:
+        """Under `users` and not under the caller's own part of it."""
+        return namespace[:1] == (USERS,) and namespace[: len(self.own)] != self.own
+
+    def _allowed(self, op: Op) -> Op:
+        if isinstance(op, GetOp | PutOp):
+            addressed = [tuple(op.namespace)]
+        elif isinstance(op, SearchOp):
+            addressed = [tuple(op.namespace_prefix)]
+        elif isinstance(op, ListNamespacesOp):
+            conditions = op.match_conditions or ()
+            addressed = [tuple(c.path) for c in conditions if c.match_type == "prefix"]
+        else:
+            raise TypeError(f"unknown store operation {type(op).__name__}")
+        # ("users",) itself is a search over everyone's: its results are filtered.
+        if any(self._foreign(n) and n != (USERS,) for n in addressed):
+            raise forbidden("This namespace belongs to another user.")
+        if isinstance(op, GetOp | PutOp) and tuple(op.namespace) == (USERS,):
+            raise forbidden("This namespace belongs to another user.")
+        return op
+
+    def _visible(self, op: Op, result: Result) -> Result:
+        found: Any = result
+        if isinstance(op, SearchOp):
+            return [item for item in found or [] if not self._foreign(tuple(item.namespace))]
+        if isinstance(op, ListNamespacesOp):
+            return [n for n in found or [] if not self._foreign(tuple(n))]
+        return result
 
 
 class OwnedStore(BaseStore):

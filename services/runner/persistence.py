@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from waybill.common import sqlite_driver
+from waybill.common.extras import needs_postgres
 from waybill.common.project import ProjectError
 from waybill.common.schema import MIGRATE_HINT, SchemaMismatch
 from waybill.common.settings import Settings
@@ -30,7 +31,8 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
     `setup` creates or upgrades the tables: the migration step's job, not a start's."""
     url = settings.checkpointer_url()
     if settings.database_url:
-        from waybill.services.runner.savers import PostgresSaver
+        with needs_postgres():
+            from waybill.services.runner.postgres_saver import PostgresSaver
 
         async with postgres_pool(url, settings) as pool:
             saver = PostgresSaver(conn=pool)
@@ -55,8 +57,9 @@ async def postgres_pool(url: str, settings: Settings) -> AsyncIterator[Any]:
     is taken: a connection a Postgres restart dropped is replaced, where LangGraph's
     `from_conn_string` holds one connection for the process's life (every run
     after a restart would fail on it)."""
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
+    with needs_postgres():
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
 
     pool: Any = AsyncConnectionPool(
         url,
@@ -87,7 +90,8 @@ async def open_store(settings: Settings, setup: bool = True) -> AsyncIterator[An
 async def _postgres_store(
     settings: Settings, config: StoreConfig, setup: bool
 ) -> AsyncIterator[Any]:
-    from langgraph.store.postgres.aio import AsyncPostgresStore
+    with needs_postgres():
+        from langgraph.store.postgres.aio import AsyncPostgresStore
 
     url = settings.checkpointer_url()
     native = config.index is not None and await _has_pgvector(url)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import grpc
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.types import StateSnapshot
 
 from waybill.common import codec
+from waybill.services.runner.outages import patiently
 from waybill.services.runner.outcome import Outcome, is_paused
 from waybill.services.runner.peers import Peers
 from waybill.services.runner.stats import STATS
@@ -44,6 +46,36 @@ def final_output_json(snapshot: StateSnapshot) -> bytes:
     )
 
 
+async def write_receipt(
+    peers: Peers, request: delivery_pb2.WriteReceiptRequest
+) -> delivery_pb2.Receipt:
+    """Written patiently (delivery may be restarting); a try that timed out may have
+    been stored, so the next one's conflict means it was (its webhooks, if any, wait
+    for `ConfirmFinished`, which releases none that are not held)."""
+    tries = 0
+
+    async def write(deadline: float) -> delivery_pb2.Receipt:
+        nonlocal tries
+        tries += 1
+        try:
+            written: delivery_pb2.Receipt = await peers.delivery.WriteReceipt(
+                request, timeout=deadline, wait_for_ready=True
+            )
+            return written
+        except grpc.aio.AioRpcError as error:
+            if tries == 1 or error.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+        stored: delivery_pb2.Receipt = await peers.delivery.GetReceipt(
+            delivery_pb2.GetReceiptRequest(run_id=request.run_id),
+            timeout=deadline,
+            wait_for_ready=True,
+        )
+        stored.webhooks_held = 1  # not known: confirm, to be sure
+        return stored
+
+    return await patiently(write, f"run {request.run_id}: receipt", rpc_timeout=peers.rpc_timeout)
+
+
 async def receipt_without_state(
     peers: Peers,
     run: common_pb2.Run,
@@ -53,32 +85,33 @@ async def receipt_without_state(
 ) -> delivery_pb2.Receipt | None:
     """A receipt with no final state; None when it could not be written (the run
     ends either way)."""
+    request = delivery_pb2.WriteReceiptRequest(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        epoch=run.epoch,
+        outcome=status,
+        final_output_json=b"null",
+        error=run_error(error),
+        assistant_id=run.assistant_id,
+        webhook=webhook,
+    )
     try:
-        receipt: delivery_pb2.Receipt = await peers.delivery.WriteReceipt(
-            delivery_pb2.WriteReceiptRequest(
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                epoch=run.epoch,
-                outcome=status,
-                final_output_json=b"null",
-                error=run_error(error),
-                assistant_id=run.assistant_id,
-                webhook=webhook,
-            ),
-            timeout=peers.rpc_timeout,
-        )
+        return await write_receipt(peers, request)
     except Exception as failure:  # the run ends either way
         log.warning("run %s: no receipt written (%s)", run.run_id, failure)
         return None
-    return receipt
 
 
 async def confirm_finished(peers: Peers, run: common_pb2.Run) -> None:
     """Release the run's webhooks now; if this fails, delivery asks admission later."""
     try:
-        await peers.delivery.ConfirmFinished(
-            delivery_pb2.ConfirmFinishedRequest(run_id=run.run_id, epoch=run.epoch),
-            timeout=peers.rpc_timeout,
+        request = delivery_pb2.ConfirmFinishedRequest(run_id=run.run_id, epoch=run.epoch)
+        await patiently(
+            lambda deadline: peers.delivery.ConfirmFinished(
+                request, timeout=deadline, wait_for_ready=True
+            ),
+            f"run {run.run_id}: webhooks' confirmation",
+            rpc_timeout=peers.rpc_timeout,
         )
     except Exception as error:  # the outbox settles held webhooks on its own
         STATS.confirmations_failed += 1

@@ -23,6 +23,7 @@ from typing import Any
 
 from waybill.common import codec
 from waybill.services.runner.fencing import RunFence
+from waybill.services.runner.outages import patiently
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 # Records sent without lingering: a tool call may take minutes.
@@ -86,12 +87,22 @@ class RecordSink:
         while self._buffer:
             batch, self._buffer = self._buffer, []
             self.fence.check("journal records")
-            await self.journal.AppendRecords(
+            await self._append(
                 journal_pb2.AppendRecordsRequest(
                     run_id=self.run_id, epoch=self.epoch, records=batch
-                ),
-                timeout=self.timeout,
+                )
             )
+
+    async def _append(self, request: journal_pb2.AppendRecordsRequest) -> None:
+        """Not safe to repeat once it may have been stored: tried again only while
+        the journal surely never had it (outages.py)."""
+
+        async def append(deadline: float) -> None:
+            await self.journal.AppendRecords(request, timeout=deadline, wait_for_ready=True)
+
+        await patiently(
+            append, f"run {self.run_id}: records", rpc_timeout=self.timeout, idempotent=False
+        )
 
     async def drain(self) -> None:
         """Wait until every emitted record is stored (raises if an append failed)."""

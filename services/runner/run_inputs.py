@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
 
+from waybill.services.runner.commands import as_command
 from waybill.services.runner.graph_context import with_auth_user
 from waybill.v1 import common_pb2
 
@@ -53,9 +53,5 @@ def thread_config(thread_id: str) -> RunnableConfig:
 def graph_input(kwargs: dict[str, Any]) -> Any:
     command = kwargs.get("command")
     if command:
-        return Command(
-            resume=command.get("resume"),
-            update=command.get("update"),
-            goto=command.get("goto") or (),
-        )
+        return as_command(command)
     return kwargs.get("input")

@@ -12,15 +12,24 @@ does: the only code besides `fenced_writes.py` that knows those tables.
 One exception: Postgres' own `aprune(strategy="keep_latest")` drops what the API
 keeps (the kept checkpoint's parent link, a subgraph namespace's newest
 checkpoint), so `keep_latest` is ours on both databases, the same rule.
+
+`keep_latest` also keeps what the newest checkpoint's `DeltaChannel`s are read
+from (LangGraph 1.2): such a channel's value is stored only every
+`snapshot_frequency` updates; in between, a checkpoint holds none, and reading it
+replays the writes of its ancestors back to the nearest one that holds the value
+(`get_delta_channel_history`). Those ancestors and their writes stay.
+
+The Postgres saver is in `postgres_saver.py`: the `postgres` extra's packages,
+imported only when WAYBILL_DATABASE_URL is a Postgres URL.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
@@ -45,15 +54,52 @@ def _copy(table: str, columns: str, placeholder: str) -> str:
     )
 
 
-def _older_than_newest(table: str, placeholder: str) -> str:
+def _older_than_newest(table: str, placeholder: str, not_kept: str) -> str:
     """Delete a thread's rows of `table` older than the newest checkpoint of their
-    namespace (checkpoint ids sort by time, as LangGraph reads them)."""
+    namespace (checkpoint ids sort by time, as LangGraph reads them) whose
+    `checkpoint_id` meets `not_kept` (the ancestors a delta channel needs fail it)."""
     return (
         f"DELETE FROM {table} WHERE thread_id = {placeholder} AND checkpoint_id < ("
         "SELECT MAX(newest.checkpoint_id) FROM checkpoints newest "
         f"WHERE newest.thread_id = {table}.thread_id "
-        f"AND newest.checkpoint_ns = {table}.checkpoint_ns)"
+        f"AND newest.checkpoint_ns = {table}.checkpoint_ns) AND {not_kept}"
     )
+
+
+async def _delta_ancestors(saver: BaseCheckpointSaver[Any], newest: CheckpointTuple) -> list[str]:
+    """The ancestors (ids) a read of `newest` replays its delta channels from: back
+    to the nearest that holds each one's value, as `get_delta_channel_history` walks.
+    The delta channels are those the checkpoint counts updates of since a snapshot."""
+    counted = newest.metadata.get("counters_since_delta_snapshot") or {}
+    checkpoint = newest.checkpoint
+    missing = {
+        channel
+        for channel in counted
+        if channel in checkpoint["channel_versions"] and channel not in checkpoint["channel_values"]
+    }
+    ancestors: list[str] = []
+    parent = newest.parent_config
+    while missing and parent is not None:
+        found = await saver.aget_tuple(parent)
+        if found is None:
+            break
+        ancestors.append(found.checkpoint["id"])
+        missing -= set(found.checkpoint["channel_values"])
+        parent = found.parent_config
+    return ancestors
+
+
+async def _kept_for_deltas(
+    saver: BaseCheckpointSaver[Any], thread_id: str, namespaces: Sequence[str]
+) -> list[str]:
+    """Every ancestor the newest checkpoint of each namespace needs for its deltas."""
+    kept: list[str] = []
+    for namespace in namespaces:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+        newest = await saver.aget_tuple(config)  # type: ignore[arg-type]
+        if newest is not None:
+            kept.extend(await _delta_ancestors(saver, newest))
+    return kept
 
 
 def _check_prune(thread_ids: Sequence[str], strategy: str) -> list[str]:
@@ -64,68 +110,6 @@ def _check_prune(thread_ids: Sequence[str], strategy: str) -> list[str]:
     return [str(thread_id) for thread_id in thread_ids]
 
 
-class PostgresSaver(AsyncPostgresSaver):
-    """LangGraph's Postgres saver (channel values in `checkpoint_blobs`, by version)."""
-
-    # A run's checkpoints are those whose metadata names it (the runner stamps each).
-    DELETE_FOR_RUNS_SQL = (
-        "DELETE FROM checkpoint_writes w USING checkpoints c "
-        "WHERE c.metadata->>'run_id' = ANY(%s) AND w.thread_id = c.thread_id "
-        "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id",
-        "DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY(%s)",
-    )
-    # Channel values are kept apart, by version; a copy takes them all.
-    COPY_THREAD_SQL = (
-        _copy("checkpoints", CHECKPOINT_COLUMNS, "%s"),
-        _copy("checkpoint_blobs", "checkpoint_ns, channel, version, type, blob", "%s"),
-        _copy("checkpoint_writes", f"{WRITE_COLUMNS}, blob", "%s"),
-    )
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs' checkpoints and their pending writes (channel values stay:
-        other checkpoints may hold the same versions)."""
-        if package_implements(AsyncPostgresSaver, "adelete_for_runs"):
-            await super().adelete_for_runs(run_ids)
-            return
-        runs = [str(run_id) for run_id in run_ids]
-        async with self._cursor() as cur, cur.connection.transaction():
-            for sql in self.DELETE_FOR_RUNS_SQL:
-                await cur.execute(sql, (runs,))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint of the thread, with its channel values and writes."""
-        if package_implements(AsyncPostgresSaver, "acopy_thread"):
-            await super().acopy_thread(source_thread_id, target_thread_id)
-            return
-        threads = (str(target_thread_id), str(source_thread_id))
-        async with self._cursor() as cur, cur.connection.transaction():
-            for sql in self.COPY_THREAD_SQL:
-                await cur.execute(sql, threads)
-
-    KEEP_LATEST_SQL = (
-        _older_than_newest("checkpoint_writes", "%s"),
-        _older_than_newest("checkpoints", "%s"),
-        # Then the channel values no kept checkpoint names any more.
-        "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND NOT EXISTS ("
-        "SELECT 1 FROM checkpoints kept WHERE kept.thread_id = checkpoint_blobs.thread_id "
-        "AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
-        "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
-        "= checkpoint_blobs.version)",
-    )
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`delete` is the package's own; `keep_latest` keeps the newest checkpoint of
-        each namespace (a subgraph's too) as it is, parent link included."""
-        threads = _check_prune(thread_ids, strategy)
-        if strategy == "delete":
-            await super().aprune(threads, strategy=strategy)
-            return
-        for thread_id in threads:
-            async with self._cursor() as cur, cur.connection.transaction():
-                for sql in self.KEEP_LATEST_SQL:
-                    await cur.execute(sql, (thread_id,))
-
-
 class SqliteSaver(AsyncSqliteSaver):
     """LangGraph's SQLite saver (its channel values are inside each checkpoint)."""
 
@@ -134,7 +118,12 @@ class SqliteSaver(AsyncSqliteSaver):
         _copy("checkpoints", CHECKPOINT_COLUMNS, "?"),
         _copy("writes", f"{WRITE_COLUMNS}, value", "?"),
     )
-    KEEP_LATEST_SQL = (_older_than_newest("writes", "?"), _older_than_newest("checkpoints", "?"))
+    NOT_KEPT = "checkpoint_id NOT IN (SELECT value FROM json_each(?))"
+    KEEP_LATEST_SQL = (
+        _older_than_newest("writes", "?", NOT_KEPT),
+        _older_than_newest("checkpoints", "?", NOT_KEPT),
+    )
+    NAMESPACES_SQL = "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?"
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the runs' checkpoints and their pending writes."""
@@ -172,8 +161,12 @@ class SqliteSaver(AsyncSqliteSaver):
             if strategy == "delete":
                 await self.adelete_thread(thread_id)
             else:
+                await self.setup()
+                async with self.lock, self.conn.execute(self.NAMESPACES_SQL, (thread_id,)) as cur:
+                    namespaces = [row[0] for row in await cur.fetchall()]
+                kept = json.dumps(await _kept_for_deltas(self, thread_id, namespaces))
                 await self._in_one_transaction(
-                    *((sql, (thread_id,)) for sql in self.KEEP_LATEST_SQL)
+                    *((sql, (thread_id, kept)) for sql in self.KEEP_LATEST_SQL)
                 )
 
     async def _in_one_transaction(self, *statements: tuple[str, Sequence[Any]]) -> None:

@@ -14,18 +14,19 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.store.base import NOT_PROVIDED, BaseStore
 
 from waybill.common import codec
-from waybill.common.errors import invalid, not_found, refused
+from waybill.common.errors import ServiceError, invalid, not_found, refused
 from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
 from waybill.common.identity import LOCAL_USER, acting_user, caller_of
 from waybill.common.metrics import StatsCollector, register
+from waybill.common.project_app import runner_lifespan
 from waybill.common.readiness import WorkHealth
 from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
 from waybill.services.runner.agent import memory
 from waybill.services.runner.agent.mcp_tools import close_mcp_toolbox
-from waybill.services.runner.agent.workspace import remove_workspace
+from waybill.services.runner.agent.workspace import remove_workspace_off_loop
 from waybill.services.runner.graph_context import AuthUser, principal_user, with_caller
 from waybill.services.runner.graphs import (
     AccessContext,
@@ -38,6 +39,7 @@ from waybill.services.runner.introspection import (
     subgraph_schemas,
     xray_of,
 )
+from waybill.services.runner.node_threads import install as install_node_threads
 from waybill.services.runner.owned_store import store_of
 from waybill.services.runner.peers import Peers, connect_peers
 from waybill.services.runner.persistence import open_checkpointer, open_store
@@ -90,13 +92,24 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
             if caller.user is not None
             else principal_user(caller.user_id, sorted(caller.scopes))
         )
+        built = False
         try:
             config = with_caller(codec.loads(config_json, None), user) if config_json else None
             opened = self.graphs.open(graph_id, access_context, config, user=user)
             async with opened as graph:
+                built = True
                 yield graph
         except GraphNotFoundError as error:
             raise not_found(str(error)) from error
+        except ServiceError:
+            raise
+        except Exception as error:
+            if built:
+                raise
+            # The project's factory raised: its error, named, is the caller's answer.
+            raise refused(
+                f"graph {graph_id} could not be built: {type(error).__name__}: {error}"
+            ) from error
 
     async def GetThreadState(
         self, request: runner_pb2.GetThreadStateRequest, context: grpc.aio.ServicerContext
@@ -127,6 +140,8 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
             raise refused(str(error)) from error  # 400 "Node x does not exist", as the platform
+        except TypeError as error:
+            raise refused(values_refused(error)) from error
         await self._after_write(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 
@@ -142,6 +157,8 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
                 state = snapshot_to_dict(await graph.aget_state(written))
         except (InvalidUpdateError, ValueError) as error:
             raise refused(str(error)) from error
+        except TypeError as error:
+            raise refused(values_refused(error)) from error
         await self._after_write(request.thread_id, state)
         return runner_pb2.JsonReply(json=codec.dumps(update_reply(written)))
 
@@ -172,9 +189,10 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         # The id names a directory below: only a UUID may (no `..`, no `/`).
         if not codec.is_uuid(request.thread_id):
             raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
+        # The workspace first: when its files cannot go, nothing else of the thread does.
+        await remove_workspace_off_loop(request.thread_id)
         await self.graphs.checkpointer.adelete_thread(request.thread_id)
         await self.store.tool_calls.forget_thread(request.thread_id)
-        await asyncio.to_thread(remove_workspace, request.thread_id)
         # The thread's own log (its state updates) goes with its state.
         thread_log = codec.thread_log_id(request.thread_id)
         await self.peers.journal.Forget(journal_pb2.ForgetRequest(run_ids=[thread_log]))
@@ -198,7 +216,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
 
     def _store(self, context: Any) -> BaseStore:
         """The caller's own namespaces of the store (see owned_store.py)."""
-        return store_of(self.graphs.store, acting_user(context))
+        caller = caller_of(context)
+        admin = caller is not None and caller.is_admin and not caller.by_project_auth
+        return store_of(self.graphs.store, acting_user(context), admin=admin)
 
     async def StorePut(
         self, request: runner_pb2.StorePutRequest, context: grpc.aio.ServicerContext
@@ -368,6 +388,7 @@ async def main() -> None:
     os.nice(settings.runner_nice)  # see the setting; 0 changes nothing
     prepare_project(settings)
     register(StatsCollector("waybill_runner", STATS, {}))
+    install_node_threads(settings.runner_node_threads)
     settings.prices()  # a bad price table stops the runner here, not at each run's end
     store = RunnerStore(service_engine(settings, settings.checkpoint_sqlalchemy_url()))
     await check_schema(store)  # `waybill migrate` upgrades it, once per deploy
@@ -379,42 +400,50 @@ async def main() -> None:
         await long_term.start_ttl_sweeper()
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
-        work_health = WorkHealth()
-        channels = PeerChannels(settings)
-        worker = Worker(
-            graphs,
-            connect_peers(channels),
-            store,
-            slots=settings.runner_slots,
-            limits=RunLimits(
-                settings.lease_seconds,
-                settings.run_timeout_seconds,
-                settings.record_linger_seconds,
-                settings.cancel_grace_seconds,
-            ),
-            renew_every=settings.renew_every,
-            reconnect_seconds=settings.reconnect_seconds,
-            work_health=work_health,
-        )
-        work = asyncio.create_task(worker.run_forever(), name="work-stream")
-        servicer = RunnerServicer(graphs, store, worker.peers)
+        # The project's `http.app` lifespan, as on LangGraph Platform's workers: what it
+        # opens (a client, a pool) is there for the graphs, until the runs stopped.
+        async with runner_lifespan(settings.project()):
+            work_health = WorkHealth()
+            channels = PeerChannels(settings)
+            worker = Worker(
+                graphs,
+                connect_peers(channels),
+                store,
+                slots=settings.runner_slots,
+                limits=RunLimits(
+                    settings.lease_seconds,
+                    settings.run_timeout_seconds,
+                    settings.record_linger_seconds,
+                    settings.cancel_grace_seconds,
+                ),
+                settings=settings,
+                work_health=work_health,
+            )
+            work = asyncio.create_task(worker.run_forever(), name="work-stream")
+            servicer = RunnerServicer(graphs, store, worker.peers)
 
-        async def stop() -> None:
-            await worker.stop(settings.shutdown_grace_seconds)
-            work.cancel()
-            await close_mcp_toolbox()  # the MCP servers' connections (stdio: their processes)
-            await long_term.stop_ttl_sweeper(settings.shutdown_grace_seconds)
+            async def stop() -> None:
+                await worker.stop(settings.shutdown_grace_seconds)
+                work.cancel()
+                await close_mcp_toolbox()  # the MCP servers' connections (stdio: their processes)
+                await long_term.stop_ttl_sweeper(settings.shutdown_grace_seconds)
 
-        await serve(
-            "Runner",
-            settings.runner_addr,
-            lambda server: runner_pb2_grpc.add_RunnerServicer_to_server(servicer, server),
-            on_stop=stop,
-            grace_seconds=settings.shutdown_grace_seconds,
-            on_serving=work_health.attach,
-        )
-        # After the server stopped: calls served in the grace may still use them.
-        await channels.close()
+            await serve(
+                "Runner",
+                settings.runner_addr,
+                lambda server: runner_pb2_grpc.add_RunnerServicer_to_server(servicer, server),
+                on_stop=stop,
+                grace_seconds=settings.shutdown_grace_seconds,
+                on_serving=work_health.attach,
+            )
+            # After the server stopped: calls served in the grace may still use them.
+            await channels.close()
+
+
+def values_refused(error: TypeError) -> str:
+    """A channel's reducer refused the update's values (a number added to a list): the
+    client's input, so a 400 (the platform answers 500); nothing is written."""
+    return f"values: the graph's channels refused them: {error}"
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.types import Command, StateSnapshot, StateUpdate
+from langgraph.types import StateSnapshot, StateUpdate
 
 from waybill.common import codec
 from waybill.common.statuses import ThreadStatus
+from waybill.services.runner.commands import as_command
 from waybill.v1 import admission_pb2
 
 
@@ -107,7 +108,7 @@ def superstep_updates(supersteps: list[dict[str, Any]]) -> list[list[StateUpdate
 def _state_update(update: dict[str, Any]) -> StateUpdate:
     command = update.get("command")
     if command:
-        values: Any = Command(update=command.get("update"), goto=command.get("goto") or ())
+        values: Any = as_command(command)
     else:
         values = update.get("values")
     return StateUpdate(values, update.get("as_node"))

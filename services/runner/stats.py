@@ -18,6 +18,13 @@ class RunnerStats:
     receipts_requested: int = 0  # WriteReceipt calls made (tests time faults by it)
     finishes_requested: int = 0  # FinishRun calls made by runs (likewise)
     confirmations_failed: int = 0  # ConfirmFinished calls that failed (delivery settles those)
+    lease_renewals_failed: int = 0  # RenewLeases calls that failed (lease_keeper.py)
+    loop_stalls: int = 0  # times the runner's event loop did not turn for 0.5 s or more
+    loop_stall_longest_ms: int = 0  # the longest such stall
+    dependency_retries: int = 0  # calls at a run's end tried again (outages.py)
+    node_threads: int = 0  # the executor lent to sync nodes (node_threads.py)
+    node_threads_busy: int = 0
+    node_threads_stuck: int = 0  # busy for a run that has ended (a node that never returned)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -1,7 +1,9 @@
 """The runner's side of the `Work` stream.
 
-It says hello, receives runs and cancel orders, renews the leases of the runs
-it executes (and fences any whose lease it lost), and on shutdown drains: it
+It says hello, receives runs and cancel orders, has the lease keeper renew the
+leases of the runs it executes on a thread of its own (lease_keeper.py: a graph
+that blocks this loop costs no other run its lease; a run whose lease is lost is
+stopped here), and on shutdown drains: it
 takes no new runs, lets running ones finish within the grace period, then
 hands the rest back. The stream is reconnected with a configurable delay when
 admission goes away; runs already executing carry on while their leases last.
@@ -13,21 +15,24 @@ import asyncio
 import logging
 import os
 import socket
-import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator
 
 import grpc
 
 from waybill.common.readiness import WorkHealth
+from waybill.common.settings import Settings
 from waybill.common.tracing import run_span
+from waybill.services.runner import node_threads
 from waybill.services.runner.after_run import after_run_logged
 from waybill.services.runner.execution import RunExecution
 from waybill.services.runner.frames import as_reported, error_event
 from waybill.services.runner.graphs import GraphRegistry
+from waybill.services.runner.lease_keeper import LeaseKeeper
+from waybill.services.runner.outages import DependencyOutage
 from waybill.services.runner.peers import Peers
 from waybill.services.runner.run_inputs import RunLimits
+from waybill.services.runner.stats import STATS
 from waybill.services.runner.store import RunnerStore
 from waybill.v1 import admission_pb2, common_pb2
 
@@ -47,8 +52,7 @@ class Worker:
         *,
         slots: int,
         limits: RunLimits,
-        renew_every: float,
-        reconnect_seconds: float,
+        settings: Settings,
         work_health: WorkHealth | None = None,
     ) -> None:
         self.graphs = graphs
@@ -56,21 +60,20 @@ class Worker:
         self.store = store
         self.slots = slots
         self.limits = limits
-        self.renew_every = renew_every
-        self.reconnect_seconds = reconnect_seconds
+        self.reconnect_seconds = settings.reconnect_seconds
         self.work_health = work_health or WorkHealth()
         self.runner_id = new_runner_id()
+        self.leases = LeaseKeeper(self.runner_id, settings, self._lease_lost)
         self.executions: dict[str, RunExecution] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self._outgoing: asyncio.Queue[admission_pb2.WorkRequest | None] = asyncio.Queue()
-        self._renewals_sent: deque[float] = deque()
         self._draining = False
         self._stopped = asyncio.Event()
 
     # ---- lifecycle -------------------------------------------------------------
 
     async def run_forever(self) -> None:
-        keeper = asyncio.create_task(self._keep_leases(), name="lease-keeper")
+        self.leases.start()
         try:
             while not self._stopped.is_set():
                 try:
@@ -81,7 +84,7 @@ class Worker:
                     log.warning("work stream lost (%s); reconnecting", error.code().name)
                 await asyncio.sleep(self.reconnect_seconds)
         finally:
-            keeper.cancel()
+            await self.leases.stop()
 
     async def stop(self, grace_seconds: float) -> None:
         """Drain: no new runs; running ones get `grace_seconds`, the rest are handed back."""
@@ -105,6 +108,13 @@ class Worker:
         self._stopped.set()
         self._outgoing.put_nowait(None)
 
+    def _hand_back(self, execution: RunExecution) -> None:
+        """Stop without finishing; another attempt resumes the run from its checkpoint."""
+        execution.hand_back()
+        STATS.runs_handed_back += 1
+        lease = admission_pb2.RunLease(run_id=execution.run.run_id, epoch=execution.run.epoch)
+        self._send(admission_pb2.WorkRequest(released=lease))
+
     def _send(self, request: admission_pb2.WorkRequest) -> None:
         self._outgoing.put_nowait(request)
 
@@ -115,13 +125,10 @@ class Worker:
         yield admission_pb2.WorkRequest(
             hello=admission_pb2.RunnerHello(runner_id=self.runner_id, slots=slots)
         )
-        self._renewals_sent.clear()
         while True:
             request = await self._outgoing.get()
             if request is None:
                 return
-            if request.WhichOneof("kind") == "renew":
-                self._renewals_sent.append(time.monotonic())
             yield request
 
     async def _hold_work_stream(self) -> None:
@@ -142,8 +149,6 @@ class Worker:
                 execution = self.executions.get(assignment.cancel.run_id)
                 if execution is not None:
                     execution.cancel(assignment.cancel.action)
-            elif kind == "lease":
-                self._apply_grant(assignment.lease)
 
     def _start(self, run: common_pb2.Run, start_now: bool) -> None:
         previous = self.executions.get(run.run_id)
@@ -153,6 +158,7 @@ class Worker:
             run, self.runner_id, self.graphs, self.peers, self.store, self.limits, start_now
         )
         self.executions[run.run_id] = execution
+        self.leases.hold(run.run_id, run.epoch, execution.fence)
         task = asyncio.create_task(self._execute(execution), name=run.run_id)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -165,10 +171,15 @@ class Worker:
             try:
                 await execution.execute()
                 self._after_run(execution)
+            except DependencyOutage as error:
+                log.warning("run %s: handed back: %s", run.run_id, error)
+                self._hand_back(execution)
             except Exception as error:
                 log.exception("run %s: infrastructure failure", run.run_id)
                 await self._report_failure(execution, error)
             finally:
+                node_threads.run_ended(run.run_id)  # a node still executing is stuck now
+                self.leases.drop(run.run_id, run.epoch)
                 if self.executions.get(run.run_id) is execution:
                     del self.executions[run.run_id]
 
@@ -212,32 +223,8 @@ class Worker:
 
     # ---- leases ------------------------------------------------------------------
 
-    async def _keep_leases(self) -> None:
-        """Renew every lease on time; stop any run whose lease ran out meanwhile."""
-        while True:
-            for execution in list(self.executions.values()):
-                if not execution.fence.held and not execution.fence.lost:
-                    log.warning("run %s: lease deadline passed; fencing", execution.run.run_id)
-                    execution.lease_lost()
-            leases = [
-                admission_pb2.RunLease(run_id=e.run.run_id, epoch=e.run.epoch)
-                for e in self.executions.values()
-                if not e.fence.lost
-            ]
-            if leases:
-                self._send(
-                    admission_pb2.WorkRequest(renew=admission_pb2.LeaseRenewal(leases=leases))
-                )
-            await asyncio.sleep(self.renew_every)
-
-    def _apply_grant(self, grant: admission_pb2.LeaseGrant) -> None:
-        sent_at = self._renewals_sent.popleft() if self._renewals_sent else time.monotonic()
-        for lease in grant.renewed:
-            execution = self.executions.get(lease.run_id)
-            if execution is not None and execution.run.epoch == lease.epoch:
-                execution.fence.extend(sent_at, grant.lease_seconds)
-        for lease in grant.lost:
-            execution = self.executions.get(lease.run_id)
-            if execution is not None and execution.run.epoch == lease.epoch:
-                log.warning("run %s: admission says the lease is lost", lease.run_id)
-                execution.lease_lost()
+    def _lease_lost(self, run_id: str, epoch: int) -> None:
+        """The keeper's word (on this loop): the run's lease is lost; stop it."""
+        execution = self.executions.get(run_id)
+        if execution is not None and execution.run.epoch == epoch:
+            execution.lease_lost()

@@ -1,7 +1,7 @@
-"""Reports whom a run acts for, as the graph sees it: the identity the server
-injected, which context keys arrived, and digests (never the values) of the
-request-scoped secrets it could open. With a `note`, it also keeps the note in
-the store, under the run owner's namespaces."""
+"""Reports whom a run acts for, as the graph sees it: the caller the server
+names in `runtime.server_info.user`, which context keys arrived, and digests
+(never the values) of the request-scoped secrets it could open. With a `note`,
+it also keeps the note in the store, under the run owner's namespaces."""
 
 import hashlib
 from typing import Any
@@ -32,8 +32,14 @@ async def report(state: Report, runtime: Runtime[Context]) -> Report:
         assert runtime.store is not None
         await runtime.store.aput(("notes",), "last", {"text": context["note"]})
     secrets = context.get("secrets") or {}
+    info = runtime.server_info
+    user: dict[str, Any] = dict(info.user) if info is not None and info.user is not None else {}
     return {
-        "identity": {key: context.get(key) for key in ("user_id", "role", "channel")},
+        "identity": {
+            "user_id": user.get("identity"),
+            "role": user.get("role"),
+            "channel": user.get("channel"),
+        },
         "context_keys": sorted(context),
         "secret_digests": {
             name: hashlib.sha256(str(value).encode()).hexdigest() for name, value in secrets.items()

@@ -8,14 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateThreadRequest(_message.Message):
-    __slots__ = ("thread_id", "metadata_json", "if_exists")
+    __slots__ = ("thread_id", "metadata_json", "if_exists", "ttl")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     metadata_json: bytes
     if_exists: str
-    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., if_exists: _Optional[str] = ...) -> None: ...
+    ttl: _common_pb2.ThreadTTL
+    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., if_exists: _Optional[str] = ..., ttl: _Optional[_Union[_common_pb2.ThreadTTL, _Mapping]] = ...) -> None: ...
 
 class GetThreadRequest(_message.Message):
     __slots__ = ("thread_id",)
@@ -24,14 +26,16 @@ class GetThreadRequest(_message.Message):
     def __init__(self, thread_id: _Optional[str] = ...) -> None: ...
 
 class PatchThreadRequest(_message.Message):
-    __slots__ = ("thread_id", "metadata_json", "metadata_if_absent_json")
+    __slots__ = ("thread_id", "metadata_json", "metadata_if_absent_json", "ttl")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     METADATA_IF_ABSENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     metadata_json: bytes
     metadata_if_absent_json: bytes
-    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., metadata_if_absent_json: _Optional[bytes] = ...) -> None: ...
+    ttl: _common_pb2.ThreadTTL
+    def __init__(self, thread_id: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., metadata_if_absent_json: _Optional[bytes] = ..., ttl: _Optional[_Union[_common_pb2.ThreadTTL, _Mapping]] = ...) -> None: ...
 
 class RecordThreadStateRequest(_message.Message):
     __slots__ = ("thread_id", "values_json", "interrupts_json", "status")
@@ -100,7 +104,7 @@ class CountThreadsResponse(_message.Message):
     def __init__(self, count: _Optional[int] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
-    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists", "idempotency_key", "after_seconds")
+    __slots__ = ("thread_id", "assistant_id", "kwargs_json", "metadata_json", "multitask_strategy", "if_not_exists", "idempotency_key", "after_seconds", "auth_filters_json")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     ASSISTANT_ID_FIELD_NUMBER: _ClassVar[int]
     KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +113,7 @@ class StartRunRequest(_message.Message):
     IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FILTERS_JSON_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     assistant_id: str
     kwargs_json: bytes
@@ -117,7 +122,8 @@ class StartRunRequest(_message.Message):
     if_not_exists: str
     idempotency_key: str
     after_seconds: float
-    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., after_seconds: _Optional[float] = ...) -> None: ...
+    auth_filters_json: bytes
+    def __init__(self, thread_id: _Optional[str] = ..., assistant_id: _Optional[str] = ..., kwargs_json: _Optional[bytes] = ..., metadata_json: _Optional[bytes] = ..., multitask_strategy: _Optional[_Union[_common_pb2.MultitaskStrategy, str]] = ..., if_not_exists: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., after_seconds: _Optional[float] = ..., auth_filters_json: _Optional[bytes] = ...) -> None: ...
 
 class StartRunsRequest(_message.Message):
     __slots__ = ("runs",)
@@ -325,6 +331,16 @@ class LeaseRenewal(_message.Message):
     leases: _containers.RepeatedCompositeFieldContainer[RunLease]
     def __init__(self, leases: _Optional[_Iterable[_Union[RunLease, _Mapping]]] = ...) -> None: ...
 
+class RenewLeasesRequest(_message.Message):
+    __slots__ = ("runner_id", "leases", "loop_stalled")
+    RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    LOOP_STALLED_FIELD_NUMBER: _ClassVar[int]
+    runner_id: str
+    leases: _containers.RepeatedCompositeFieldContainer[RunLease]
+    loop_stalled: bool
+    def __init__(self, runner_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[RunLease, _Mapping]]] = ..., loop_stalled: _Optional[bool] = ...) -> None: ...
+
 class RunLease(_message.Message):
     __slots__ = ("run_id", "epoch")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -346,7 +362,7 @@ class RunnerHello(_message.Message):
     def __init__(self, runner_id: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class RunFinished(_message.Message):
-    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason", "values_json", "interrupts_json", "thread_status", "rolled_back", "token_counts")
+    __slots__ = ("run_id", "runner_id", "epoch", "status", "stop_reason", "values_json", "interrupts_json", "thread_status", "rolled_back", "token_counts", "error")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +373,7 @@ class RunFinished(_message.Message):
     THREAD_STATUS_FIELD_NUMBER: _ClassVar[int]
     ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
     TOKEN_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     runner_id: str
     epoch: int
@@ -367,7 +384,8 @@ class RunFinished(_message.Message):
     thread_status: str
     rolled_back: bool
     token_counts: _containers.RepeatedCompositeFieldContainer[TokenCount]
-    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ..., token_counts: _Optional[_Iterable[_Union[TokenCount, _Mapping]]] = ...) -> None: ...
+    error: _common_pb2.RunError
+    def __init__(self, run_id: _Optional[str] = ..., runner_id: _Optional[str] = ..., epoch: _Optional[int] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., stop_reason: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., thread_status: _Optional[str] = ..., rolled_back: _Optional[bool] = ..., token_counts: _Optional[_Iterable[_Union[TokenCount, _Mapping]]] = ..., error: _Optional[_Union[_common_pb2.RunError, _Mapping]] = ...) -> None: ...
 
 class RunUsageReport(_message.Message):
     __slots__ = ("run_id", "epoch", "token_counts")

@@ -6,7 +6,7 @@ import warnings
 from waybill.v1 import admission_pb2 as waybill_dot_v1_dot_admission__pb2
 from waybill.v1 import common_pb2 as waybill_dot_v1_dot_common__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -139,6 +139,11 @@ class AdmissionStub:
                 '/waybill.v1.Admission/Work',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.WorkRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.WorkAssignment.FromString,
+                _registered_method=True)
+        self.RenewLeases = channel.unary_unary(
+                '/waybill.v1.Admission/RenewLeases',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.RenewLeasesRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.LeaseGrant.FromString,
                 _registered_method=True)
         self.BeginRun = channel.unary_unary(
                 '/waybill.v1.Admission/BeginRun',
@@ -364,6 +369,15 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenewLeases(self, request, context):
+        """Extend a runner's leases outside the work stream: the runner's lease keeper
+        calls it from a thread of its own, so that a graph blocking the runner's
+        event loop does not cost the other runs their leases.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def BeginRun(self, request, context):
         """The start barrier: pending -> running (or a taken-over run's new epoch),
         refused when the epoch is stale; a run cancelled before it started is
@@ -569,6 +583,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.Work,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.WorkRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.WorkAssignment.SerializeToString,
+            ),
+            'RenewLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewLeases,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.RenewLeasesRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.LeaseGrant.SerializeToString,
             ),
             'BeginRun': grpc.unary_unary_rpc_method_handler(
                     servicer.BeginRun,
@@ -1198,6 +1217,33 @@ class Admission:
             '/waybill.v1.Admission/Work',
             waybill_dot_v1_dot_admission__pb2.WorkRequest.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.WorkAssignment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/RenewLeases',
+            waybill_dot_v1_dot_admission__pb2.RenewLeasesRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.LeaseGrant.FromString,
             options,
             channel_credentials,
             insecure,

@@ -97,6 +97,11 @@ class AdmissionStub:
     """The runner-facing work stream: the runner says hello; admission pushes
     runs to it as soon as they are committed and a slot is free.
     """
+    RenewLeases: _grpc.UnaryUnaryMultiCallable[_admission_pb2.RenewLeasesRequest, _admission_pb2.LeaseGrant]
+    """Extend a runner's leases outside the work stream: the runner's lease keeper
+    calls it from a thread of its own, so that a graph blocking the runner's
+    event loop does not cost the other runs their leases.
+    """
     BeginRun: _grpc.UnaryUnaryMultiCallable[_admission_pb2.BeginRunRequest, _admission_pb2.BeginRunResponse]
     """The start barrier: pending -> running (or a taken-over run's new epoch),
     refused when the epoch is stale; a run cancelled before it started is
@@ -209,6 +214,11 @@ class AdmissionAsyncStub(AdmissionStub):
     Work: _aio.StreamStreamMultiCallable[_admission_pb2.WorkRequest, _admission_pb2.WorkAssignment]  # type: ignore[assignment]
     """The runner-facing work stream: the runner says hello; admission pushes
     runs to it as soon as they are committed and a slot is free.
+    """
+    RenewLeases: _aio.UnaryUnaryMultiCallable[_admission_pb2.RenewLeasesRequest, _admission_pb2.LeaseGrant]  # type: ignore[assignment]
+    """Extend a runner's leases outside the work stream: the runner's lease keeper
+    calls it from a thread of its own, so that a graph blocking the runner's
+    event loop does not cost the other runs their leases.
     """
     BeginRun: _aio.UnaryUnaryMultiCallable[_admission_pb2.BeginRunRequest, _admission_pb2.BeginRunResponse]  # type: ignore[assignment]
     """The start barrier: pending -> running (or a taken-over run's new epoch),
@@ -445,6 +455,17 @@ class AdmissionServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_admission_pb2.WorkAssignment], _abc.AsyncIterator[_admission_pb2.WorkAssignment]]:
         """The runner-facing work stream: the runner says hello; admission pushes
         runs to it as soon as they are committed and a slot is free.
+        """
+
+    @_abc_1.abstractmethod
+    def RenewLeases(
+        self,
+        request: _admission_pb2.RenewLeasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admission_pb2.LeaseGrant, _abc.Awaitable[_admission_pb2.LeaseGrant]]:
+        """Extend a runner's leases outside the work stream: the runner's lease keeper
+        calls it from a thread of its own, so that a graph blocking the runner's
+        event loop does not cost the other runs their leases.
         """
 
     @_abc_1.abstractmethod

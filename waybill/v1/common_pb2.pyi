@@ -1,6 +1,7 @@
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -36,7 +37,7 @@ MULTITASK_STRATEGY_ROLLBACK: MultitaskStrategy
 MULTITASK_STRATEGY_ENQUEUE: MultitaskStrategy
 
 class Thread(_message.Message):
-    __slots__ = ("thread_id", "created_at", "updated_at", "metadata_json", "status", "values_json", "interrupts_json", "owner_id")
+    __slots__ = ("thread_id", "created_at", "updated_at", "metadata_json", "status", "values_json", "interrupts_json", "owner_id", "config_json", "error", "state_updated_at", "ttl")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +46,10 @@ class Thread(_message.Message):
     VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
     INTERRUPTS_JSON_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     created_at: str
     updated_at: str
@@ -53,7 +58,21 @@ class Thread(_message.Message):
     values_json: bytes
     interrupts_json: bytes
     owner_id: str
-    def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., owner_id: _Optional[str] = ...) -> None: ...
+    config_json: bytes
+    error: RunError
+    state_updated_at: str
+    ttl: ThreadTTL
+    def __init__(self, thread_id: _Optional[str] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., metadata_json: _Optional[bytes] = ..., status: _Optional[str] = ..., values_json: _Optional[bytes] = ..., interrupts_json: _Optional[bytes] = ..., owner_id: _Optional[str] = ..., config_json: _Optional[bytes] = ..., error: _Optional[_Union[RunError, _Mapping]] = ..., state_updated_at: _Optional[str] = ..., ttl: _Optional[_Union[ThreadTTL, _Mapping]] = ...) -> None: ...
+
+class ThreadTTL(_message.Message):
+    __slots__ = ("strategy", "minutes", "expires_at")
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MINUTES_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    strategy: str
+    minutes: float
+    expires_at: str
+    def __init__(self, strategy: _Optional[str] = ..., minutes: _Optional[float] = ..., expires_at: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "thread_id", "assistant_id", "graph_id", "status", "multitask_strategy", "metadata_json", "kwargs_json", "created_at", "updated_at", "epoch", "attempt", "stop_reason", "cancel_action", "owner_id", "usage_json")

@@ -79,6 +79,9 @@ class ChannelDispatcher:
             name: ADAPTERS[spec.platform](spec, http, settings) for name, spec in specs.items()
         }
         self.replies: set[asyncio.Task[None]] = set()
+        # Runs whose answer this replica is streaming: never adopted here again, even
+        # when a late renewal let their lease lapse (that made two answers).
+        self.answering: set[str] = set()
 
     async def receive(self, platform: str, channel: str, delivery: Delivery) -> Acknowledge:
         """One webhook delivery; returns what to answer the platform with."""
@@ -200,6 +203,7 @@ class ChannelDispatcher:
         lease expires and another replica adopts the answer (`adopt_orphans`)."""
         streaming = asyncio.current_task()
         assert streaming is not None
+        self.answering.add(owed.run_id)
         holding = asyncio.create_task(self._hold(owed.run_id, streaming))
 
         async def posted(handle: str) -> None:
@@ -221,6 +225,7 @@ class ChannelDispatcher:
                 raise  # the journal or admission is away: the lease lapses, it is adopted
         finally:
             holding.cancel()
+            self.answering.discard(owed.run_id)
         await self.store.reply_done(owed.run_id)
 
     async def _hold(self, run_id: str, streaming: asyncio.Task[Any]) -> None:
@@ -239,7 +244,7 @@ class ChannelDispatcher:
     async def adopt_orphans(self) -> int:
         """Resume answers whose replica died; returns how many were adopted."""
         owed_list = await self.store.adopt_replies(
-            HOLDER, self.settings.channel_reply_lease_seconds
+            HOLDER, self.settings.channel_reply_lease_seconds, skip=self.answering
         )
         for owed in owed_list:
             adapter = self.adapters.get(owed.channel)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -270,16 +271,18 @@ class ChannelStore:
         async with self.engine.begin() as conn:
             await conn.execute(delete(channel_replies).where(channel_replies.c.run_id == run_id))
 
-    async def adopt_replies(self, holder: str, seconds: float, limit: int = 20) -> list[OwedReply]:
-        """Take over answers whose replica stopped renewing them (it died)."""
+    async def adopt_replies(
+        self, holder: str, seconds: float, limit: int = 20, skip: Collection[str] = ()
+    ) -> list[OwedReply]:
+        """Take over answers whose replica stopped renewing them (it died), but for
+        the runs in `skip` (the caller is streaming them itself)."""
         now = codec.now_utc()
+        lapsed = [channel_replies.c.expires_at < now]
+        if skip:
+            lapsed.append(channel_replies.c.run_id.not_in(list(skip)))
         async with self.engine.connect() as conn:
             rows = (
-                await conn.execute(
-                    select(channel_replies.c.run_id)
-                    .where(channel_replies.c.expires_at < now)
-                    .limit(limit)
-                )
+                await conn.execute(select(channel_replies.c.run_id).where(*lapsed).limit(limit))
             ).all()
         adopted = []
         for (run_id,) in rows:

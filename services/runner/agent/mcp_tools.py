@@ -39,9 +39,11 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent, Tool
 from waybill.common.settings import McpServerSpec, Settings
 
 log = logging.getLogger("waybill.runner.mcp")
-# A server that fails to connect is tried once more at once (a stdio server's
-# process may die as it starts), then only after `mcp_retry_seconds`.
-CONNECT_ATTEMPTS = 2
+# A server that fails to connect is tried once more at once, then only after
+# `mcp_retry_seconds`. A stdio server's process may die as it starts (on a loaded
+# machine two quick attempts were seen to fail): it gets a third, after pauses.
+CONNECT_ATTEMPTS = {"stdio": 3, "streamable_http": 2}
+CONNECT_PAUSE_SECONDS = {"stdio": 0.25, "streamable_http": 0.0}  # doubled each time
 
 
 class McpServerUnavailable(Exception):
@@ -100,7 +102,8 @@ class McpConnection:
                 return self._session
             if time.monotonic() < self._retry_at:
                 raise McpServerUnavailable(self._why)
-            for attempt in range(CONNECT_ATTEMPTS):
+            attempts = CONNECT_ATTEMPTS[self.spec.transport]
+            for attempt in range(attempts):
                 try:
                     session = await asyncio.wait_for(
                         self._open(), self.settings.mcp_connect_timeout_seconds
@@ -108,9 +111,11 @@ class McpConnection:
                     self.tools = self._converted(await self._listed(session))
                 except Exception as error:
                     why = "timed out" if isinstance(error, TimeoutError) else described(error)
-                    last = attempt == CONNECT_ATTEMPTS - 1
+                    last = attempt == attempts - 1
                     self._drop(f"cannot connect: {why}", retry_later=last)
                     log.warning("MCP server %s: %s", self.name, self._why)
+                    if not last:
+                        await asyncio.sleep(CONNECT_PAUSE_SECONDS[self.spec.transport] * 2**attempt)
                     continue
                 self._session = session
                 log.info("MCP server %s: connected, %d tools", self.name, len(self.tools))

@@ -29,7 +29,7 @@ from langgraph.store.base import BaseStore, Item
 from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
 from waybill.common.secret_scan import refuse_stored_secrets
-from waybill.services.runner.owned_store import USERS, OwnedStore, owner_label
+from waybill.services.runner.owned_store import USERS, OutsideOwned, OwnedStore, owner_label
 
 MEMORY = "memory"
 FACT_MAX_CHARS = 1000
@@ -62,7 +62,7 @@ def memory_namespace(user_id: str) -> tuple[str, ...]:
 
 def unconfined(store: BaseStore) -> BaseStore:
     """The store itself, under a user's view of it (memory names the user's prefix)."""
-    return store.inner if isinstance(store, OwnedStore) else store
+    return store.inner if isinstance(store, OwnedStore | OutsideOwned) else store
 
 
 def _fact_of(item: Item) -> Fact | None:

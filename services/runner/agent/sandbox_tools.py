@@ -2,7 +2,7 @@
 
 The sandbox is leased at the first call and released when the run ends. A
 command that fails answers with its exit code and output; one that runs into
-a limit (CPU, memory, processes, output, time) answers with a tool error that
+a limit (CPU, memory, processes, disk, output, time) answers with a tool error that
 names the limit, so the model can do something smaller.
 """
 
@@ -24,6 +24,7 @@ LIMIT_WORDS = {
     "cpu": "its CPU time limit ({cpu_seconds} s)",
     "memory": "its memory limit ({memory_mb} MiB)",
     "processes": "its process limit ({processes})",
+    "disk": "its disk limit ({disk_mb} MiB)",
     "timeout": "its time limit ({timeout_seconds:g} s) and was killed",
 }
 

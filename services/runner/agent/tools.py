@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
+from waybill.common.auth_mode import sandbox_offered
 from waybill.common.settings import SubagentSpec, get_settings
 from waybill.services.runner.agent.sandbox_tools import SANDBOX_TOOLS
 from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
@@ -100,10 +101,10 @@ for _tool in [*CATALOG.values(), *SANDBOX_TOOLS]:
 
 def available() -> dict[str, BaseTool]:
     """The catalog, with the sandbox's tools and `task` when the config has a
-    `sandbox` section and `subagents`."""
+    `sandbox` section (that allows them, with auth off) and `subagents`."""
     settings = get_settings()
     tools = dict(CATALOG)
-    if settings.sandbox() is not None:
+    if sandbox_offered(settings):
         tools.update((t.name, t) for t in SANDBOX_TOOLS)
     if settings.subagents():
         tools[TASK] = task_tool(settings.subagents())

@@ -1,19 +1,26 @@
 """Each thread's workspace, and the file tools that cannot leave it.
 
-Paths are relative to the workspace root. Absolute paths, `..` that climbs out,
-and symlinks that point outside are refused with a tool error that says why.
+Paths are relative to the workspace root. Absolute paths, `..` and symbolic
+links (anywhere on the path, whatever they point to) are refused with a tool
+error that says why: the tools run with the runner's rights while a sandbox's
+uid may change the tree under them, so every access goes from the root's
+descriptor through common/workspace_fs.py.
 """
 
 from __future__ import annotations
 
-import shutil
+import contextlib
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
+from waybill.common import workspace_fs
+from waybill.common.errors import ServiceError
 from waybill.common.settings import get_settings
 
 MAX_READ_BYTES = 256 * 1024
@@ -49,13 +56,20 @@ class SnapshotGate:
             raise ToolException(f"the workspace cannot be changed: {self.failure}")
 
 
-# run id -> its gate, for the runs whose workspace is verified (see execution.py).
-SNAPSHOT_GATES: dict[str, SnapshotGate] = {}
+# (run id, epoch) -> its gate, for the runs whose workspace is verified (see
+# execution.py). By epoch too: a run taken over on the runner that still winds its
+# older epoch down has two executions at once, each with its own gate.
+SNAPSHOT_GATES: dict[tuple[str, int], SnapshotGate] = {}
 
 
 def wait_for_snapshot(config: RunnableConfig) -> None:
     """Before changing a file: this run's workspace snapshot must be taken."""
-    gate = SNAPSHOT_GATES.get(str((config.get("configurable") or {}).get("run_id")))
+    run_id = str((config.get("configurable") or {}).get("run_id"))
+    epoch = (config.get("metadata") or {}).get("run_epoch")  # stamped by run_config
+    gate = SNAPSHOT_GATES.get((run_id, int(epoch))) if epoch is not None else None
+    if gate is None:  # a config without the stamp: the run's newest epoch
+        gates = [key for key in SNAPSHOT_GATES if key[0] == run_id]
+        gate = SNAPSHOT_GATES.get(max(gates)) if gates else None
     if gate is not None:
         gate.wait()
 
@@ -67,82 +81,133 @@ def workspace_root(thread_id: str) -> Path:
 
 
 def remove_workspace(thread_id: str) -> None:
-    """Delete a thread's workspace with everything in it (gone already is fine)."""
-    root = get_settings().workspaces_path() / thread_id
-    if root.is_symlink():
-        root.unlink()  # never follow a link out of the workspaces directory
-    elif root.exists():
-        shutil.rmtree(root)
+    """Delete a thread's workspace with everything in it, at any depth (gone
+    already is fine; a link in its place is removed, never followed)."""
+    workspace_fs.remove_tree(get_settings().workspaces_path() / thread_id)
 
 
-def confined(config: RunnableConfig, relative: str) -> Path:
-    """The real path of `relative` inside this thread's workspace, or a ToolException."""
+async def remove_workspace_off_loop(thread_id: str) -> None:
+    """`remove_workspace` within WAYBILL_WORKSPACE_IO_SECONDS; a workspace that
+    cannot be removed is UNAVAILABLE (its thread is kept: thread_removal.py)."""
+    try:
+        await workspace_fs.off_loop(
+            get_settings().workspace_io_seconds, remove_workspace, thread_id
+        )
+    except (OSError, workspace_fs.WorkspacePathError) as error:
+        raise ServiceError(
+            grpc.StatusCode.UNAVAILABLE, f"the thread's workspace cannot be removed: {error}"
+        ) from error
+
+
+@contextlib.contextmanager
+def opened_workspace(config: RunnableConfig) -> Iterator[int]:
+    """This thread's workspace root as a directory descriptor: every file tool
+    resolves its path from it (common/workspace_fs.py), never by name."""
     thread_id = (config.get("configurable") or {}).get("thread_id")
     if not thread_id:
         raise ToolException("workspace tools need a thread")
-    if not relative or Path(relative).is_absolute():
+    try:
+        with workspace_fs.opened_root(workspace_root(str(thread_id))) as root:
+            yield root
+    except workspace_fs.WorkspacePathError as error:
+        raise ToolException(str(error)) from error
+
+
+def _checked(relative: str) -> str:
+    if not relative:
+        raise ToolException("a path relative to the workspace root is needed")
+    if relative.startswith(("/", "\\")):
         raise ToolException(f"path {relative!r} must be relative to the workspace root")
-    root = workspace_root(str(thread_id))
-    target = (root / relative).resolve()  # follows symlinks, so an escape shows here
-    if not target.is_relative_to(root):
-        raise ToolException(f"path {relative!r} leaves the workspace; stay inside it")
-    return target
+    try:
+        return "/".join(workspace_fs.parts_of(relative))
+    except workspace_fs.BadPath as error:
+        raise ToolException(f"path {relative!r} leaves the workspace; stay inside it") from error
 
 
-def _shown(root: Path, path: Path) -> str:
-    return str(path.relative_to(root))
+def _refused(path: str, error: workspace_fs.WorkspacePathError) -> ToolException:
+    if isinstance(error, workspace_fs.LinkRefused):
+        return ToolException(
+            f"path {path!r} goes through a link, which leaves the workspace or may; "
+            "links are not followed"
+        )
+    return ToolException(str(error))
+
+
+def _read_text(root: int, path: str, limit: int | None = None) -> str:
+    try:
+        data = workspace_fs.read_bytes(root, _checked(path), limit)
+    except workspace_fs.WorkspaceMissing as error:
+        raise ToolException(f"no file {path!r} in the workspace") from error
+    except workspace_fs.WorkspacePathError as error:
+        raise _refused(path, error) from error
+    return data.decode("utf-8", errors="replace")
+
+
+def _write_text(root: int, path: str, content: str) -> None:
+    try:
+        workspace_fs.write_bytes(root, _checked(path), content.encode())
+    except workspace_fs.WorkspacePathError as error:
+        raise _refused(path, error) from error
+    except OSError as error:
+        raise ToolException(f"cannot write {path!r}: {error.strerror}") from error
 
 
 @tool
 def write_file(path: str, content: str, config: RunnableConfig) -> str:
     """Write a text file in the workspace (creates folders; replaces an existing file)."""
     wait_for_snapshot(config)
-    target = confined(config, path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content)
+    with opened_workspace(config) as root:
+        _write_text(root, path, content)
     return f"wrote {len(content)} characters to {path}"
 
 
 @tool
 def read_file(path: str, config: RunnableConfig) -> str:
     """Read a text file from the workspace."""
-    target = confined(config, path)
-    if not target.is_file():
-        raise ToolException(f"no file {path!r} in the workspace")
-    data = target.read_bytes()[:MAX_READ_BYTES]
-    return data.decode("utf-8", errors="replace")
+    with opened_workspace(config) as root:
+        return _read_text(root, path, MAX_READ_BYTES)
 
 
 @tool
 def list_files(config: RunnableConfig, path: str = ".") -> list[str]:
     """List the files under a folder of the workspace."""
-    folder = confined(config, path) if path not in ("", ".") else None
-    root = workspace_root(str((config.get("configurable") or {})["thread_id"]))
-    base = folder or root
-    if not base.is_dir():
-        raise ToolException(f"no folder {path!r} in the workspace")
-    return sorted(_shown(root, p) for p in base.rglob("*") if p.is_file())
+    folder = "" if path in ("", ".") else _checked(path)
+    with opened_workspace(config) as root:
+        try:
+            base = workspace_fs.open_dir(root, folder or ".")
+        except workspace_fs.LinkRefused as error:
+            raise _refused(path, error) from error
+        except workspace_fs.WorkspacePathError as error:
+            raise ToolException(f"no folder {path!r} in the workspace") from error
+        try:
+            found = [p for p, _, _ in workspace_fs.walk_files(base)]
+        except workspace_fs.WorkspacePathError as error:
+            raise ToolException(str(error)) from error
+        finally:
+            os.close(base)
+    return sorted(f"{folder}/{p}" if folder else p for p in found)
 
 
 @tool
 def edit_file(path: str, old: str, new: str, config: RunnableConfig) -> str:
     """Replace the one occurrence of `old` with `new` in a workspace file."""
     wait_for_snapshot(config)
-    target = confined(config, path)
-    if not target.is_file():
-        raise ToolException(f"no file {path!r} in the workspace")
-    text = target.read_text()
-    count = text.count(old)
-    if count != 1:
-        raise ToolException(f"{path!r} contains the text to replace {count} times; need exactly 1")
-    target.write_text(text.replace(old, new))
+    with opened_workspace(config) as root:
+        text = _read_text(root, path)
+        count = text.count(old)
+        if count != 1:
+            raise ToolException(
+                f"{path!r} contains the text to replace {count} times; need exactly 1"
+            )
+        _write_text(root, path, text.replace(old, new))
     return f"edited {path}"
 
 
 @tool
 def present_files(paths: list[str], config: RunnableConfig) -> str:
     """Declare which workspace files are the deliverables of this run."""
-    missing = [p for p in paths if not confined(config, p).is_file()]
+    with opened_workspace(config) as root:
+        missing = [p for p in paths if not workspace_fs.is_regular_file(root, _checked(p))]
     if missing:
         raise ToolException(f"cannot present files that do not exist: {', '.join(missing)}")
     return f"presented {len(paths)} file(s): {', '.join(paths)}"

@@ -10,7 +10,7 @@ escalation, on a read-only root with a small `/tmp`, without the service
 account's token, and under CPU, memory and storage limits. Each command is
 further limited by `prlimit` (CPU time, address space, processes, file size)
 and `timeout`. Egress is cut by a NetworkPolicy selecting the label
-`waybill.dev/sandbox-network: none` (README, "Sandbox"). `activeDeadlineSeconds`
+`waybill.dev/sandbox-network: none` (docs/sandbox.md). `activeDeadlineSeconds`
 ends a pod whose runner died before releasing it.
 
 The runner's service account needs `create`, `get` and `delete` on `pods` and
@@ -201,6 +201,11 @@ class KubernetesSandbox:
     def confinement(self) -> list[str]:
         found = ["pod", "non-root", "no-capabilities", "read-only-root", "rlimits"]
         return found if self.limits.network else [*found, "network-policy"]
+
+    @property
+    def lease_details(self) -> dict[str, object]:
+        # The pod's resources hold memory, processes and disk for the pod as a whole.
+        return {"mode": "strict", "not_enforced": [], "cgroup": "pod", "workspace": "volume"}
 
     def _pod_path(self) -> str:
         return f"/api/v1/namespaces/{self.spec.namespace}/pods/{self.name}"

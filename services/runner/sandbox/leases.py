@@ -77,6 +77,7 @@ class RunSandboxes:
                 "sandbox_id": sandbox.sandbox_id,
                 "provider": provider.name,
                 "confinement": sandbox.confinement,
+                **sandbox.lease_details,
             }
         )
         log.info(

@@ -30,6 +30,9 @@ class Limits:
     output_bytes: int
     timeout_seconds: float
     network: bool
+    disk_bytes: int = 256 * 1024 * 1024
+    confinement: str = "strict"  # strict | best_effort | unconfined (SandboxSpec)
+    cgroup_parent: str | None = None
 
     @classmethod
     def of(cls, spec: SandboxSpec) -> Limits:
@@ -41,6 +44,9 @@ class Limits:
             output_bytes=spec.output_bytes,
             timeout_seconds=spec.timeout_seconds,
             network=spec.network,
+            disk_bytes=spec.disk_mb * 1024 * 1024,
+            confinement=spec.confinement,
+            cgroup_parent=spec.cgroup_parent,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -52,6 +58,7 @@ class Limits:
             "output_bytes": self.output_bytes,
             "timeout_seconds": self.timeout_seconds,
             "network": self.network,
+            "disk_mb": self.disk_bytes // (1024 * 1024),
         }
 
 
@@ -85,7 +92,7 @@ class ExecResult:
     exit_code: int
     stdout: str
     stderr: str
-    # The limit the command ran into: cpu | memory | timeout | output | processes | None.
+    # The limit it ran into: cpu | memory | timeout | output | processes | disk | None.
     limit_hit: str | None = None
     output_dropped: int = 0  # bytes of output beyond the limit, not kept
 
@@ -96,18 +103,30 @@ SIGXCPU = 24
 SIGKILL = 9
 MEMORY_WORDS = ("MemoryError", "Cannot allocate memory", "out of memory", "std::bad_alloc")
 PROCESS_WORDS = ("Resource temporarily unavailable", "fork: retry")
+DISK_WORDS = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "does not fit in the sandbox's disk",
+)
 
 
-def limit_hit(exit_code: int, stderr: str, timed_out: bool, dropped: int) -> str | None:
-    """Which limit a finished command ran into, from how it ended."""
+def limit_hit(
+    exit_code: int, stderr: str, timed_out: bool, dropped: int, oom_killed: bool = False
+) -> str | None:
+    """Which limit a finished command ran into, from how it ended (`oom_killed`: its
+    cgroup says the kernel killed a process of it for the memory limit)."""
     if timed_out:
         return "timeout"
+    if oom_killed:
+        return "memory"
     if exit_code in (SIGNAL_EXIT + SIGXCPU, -SIGXCPU, SIGNAL_EXIT + SIGKILL, -SIGKILL):
         return "cpu"  # SIGKILL: the CPU limit's hard end (nothing else here sends it)
     if exit_code != 0 and any(word in stderr for word in MEMORY_WORDS):
         return "memory"
     if exit_code != 0 and any(word in stderr for word in PROCESS_WORDS):
         return "processes"
+    if exit_code != 0 and any(word in stderr for word in DISK_WORDS):
+        return "disk"
     if dropped:
         return "output"
     return None
@@ -122,6 +141,12 @@ class Sandbox(Protocol):
     @property
     def confinement(self) -> list[str]:
         """What confines it, e.g. ["pid", "mount", "net", "uid", "rlimits"] (said when leased)."""
+        ...
+
+    @property
+    def lease_details(self) -> dict[str, object]:
+        """More of its lease record: `not_enforced` (limits that do not hold here),
+        `cgroup`, `workspace`, `mode` (the configured confinement)."""
         ...
 
     async def execute(self, argv: list[str]) -> ExecResult: ...

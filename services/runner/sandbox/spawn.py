@@ -29,24 +29,40 @@ class Finished:
 class Spawned:
     """One command, in a session (and process group) of its own."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: int | None = None,
+        passed: dict[int, int] | None = None,
+    ) -> None:
+        """`stdin`: a descriptor to read (default /dev/null); `passed`: further
+        descriptors the command gets, {its number: ours}. Ours stay ours to close."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # dup2 onto its own number would keep close-on-exec: such a one is copied first.
+        copies = [os.dup(fd) for number, fd in (passed or {}).items() if fd == number]
+        sources = iter(copies)
+        given = [
+            (os.POSIX_SPAWN_DUP2, next(sources) if fd == number else fd, number)
+            for number, fd in (passed or {}).items()
+        ]
         try:
             self.pid = os.posix_spawn(
                 argv[0],
                 argv,
                 env,
                 file_actions=[
-                    (os.POSIX_SPAWN_DUP2, null, 0),
+                    (os.POSIX_SPAWN_DUP2, null if stdin is None else stdin, 0),
                     (os.POSIX_SPAWN_DUP2, out_write, 1),
                     (os.POSIX_SPAWN_DUP2, err_write, 2),
+                    *given,
                 ],
                 setsid=True,
             )
         finally:
-            for fd in (null, out_write, err_write):
+            for fd in (null, out_write, err_write, *copies):
                 os.close(fd)
         self._pipes = (out_read, err_read)
         self.exit_code: int | None = None

@@ -22,11 +22,21 @@ function clientConfig(config) {
 const TIMELINE_REFRESH_MS = 2000;
 const CALL_RECORDS = ["llm_start", "llm_end", "llm_error", "tool_start", "tool_end", "tool_error"];
 
+/** The attempt a run's `metadata` event announces (each attempt starts with one). */
+function attemptOf(event, runId) {
+  const data = event.data;
+  if (event.event !== "metadata" || !data || data.run_id !== runId) return null;
+  return Number.isInteger(data.attempt) ? data.attempt : null;
+}
+
 export function RunPage({ threadId, runId }) {
   const run = useLoad(() => get(`/threads/${threadId}/runs/${runId}`), [threadId, runId]);
   const [events, setEvents] = useState([]);
   const [link, setLink] = useState({ state: "connecting", reconnects: 0 });
   const [ended, setEnded] = useState(0); // bumps the journal-backed panels
+  // The latest attempt the stream announced: above 1, another runner took the run
+  // over (its lease was lost or handed back) and resumed it from its checkpoint.
+  const [attempt, setAttempt] = useState(null);
   const follower = useRef(null);
   const [tick, setTick] = useState(0); // the timeline, re-read while the run goes
   useEffect(() => {
@@ -39,13 +49,21 @@ export function RunPage({ threadId, runId }) {
   useEffect(() => {
     setEvents([]);
     const follow = followRun(threadId, runId, {
-      onEvent: (event, seq) => push({ key: String(seq ?? Math.random()), seq, event: event.event, data: event.data }),
+      onEvent: (event, seq) => {
+        const announced = attemptOf(event, runId);
+        if (announced !== null) setAttempt((seen) => Math.max(seen ?? 0, announced));
+        push({ key: String(seq ?? Math.random()), seq, event: event.event, data: event.data });
+      },
       onStatus: (status) => {
         setLink(status);
         if (status.state === "ended") {
           run.reload();
           setEnded((n) => n + 1);
         }
+        // The stream refused for good (the run deleted: rolled back by another run,
+        // or its thread gone): re-read the run, or the header would still offer
+        // Cancel on a run that is over.
+        if (status.state === "failed") run.reload();
       },
     });
     follower.current = follow;
@@ -67,7 +85,7 @@ export function RunPage({ threadId, runId }) {
       <h1>Run <span class="mono">${runId}</span></h1>
       <a href=${`#/threads/${threadId}`}>thread ${short(threadId)}</a>
     </div>
-    <${Loading} state=${run}>${(r) => html`<${RunHeader} run=${r} threadId=${threadId} onChanged=${run.reload} onRollback=${rollingBack} />`}<//>
+    <${Loading} state=${run}>${(r) => html`<${RunHeader} run=${r} attempt=${attempt} threadId=${threadId} onChanged=${run.reload} onRollback=${rollingBack} />`}<//>
     <div class="card">
       <div class="spread">
         <h2>Events <span class="muted" data-testid="event-count">${events.length}</span></h2>
@@ -93,7 +111,16 @@ export function RunPage({ threadId, runId }) {
   </section>`;
 }
 
-function RunHeader({ run, threadId, onChanged, onRollback }) {
+/** Which attempt is running the run, and whether it was taken over. */
+function Attempt({ attempt }) {
+  if (attempt === null) return html`<span class="muted">not started</span>`;
+  const takeovers = attempt - 1;
+  return html`${attempt}${takeovers > 0
+    ? html` <span class="status status-interrupted" data-testid="taken-over" title="another runner resumed it from its last checkpoint">taken over${takeovers > 1 ? ` ${takeovers}×` : ""}</span>`
+    : null}`;
+}
+
+function RunHeader({ run, attempt, threadId, onChanged, onRollback }) {
   const [error, setError] = useState(null);
   const [joined, setJoined] = useState(null);
   const [busy, setBusy] = useState("");
@@ -139,6 +166,7 @@ function RunHeader({ run, threadId, onChanged, onRollback }) {
         <dt>created</dt><dd>${when(run.created_at)}</dd>
         <dt>updated</dt><dd>${when(run.updated_at)}</dd>
         <dt>strategy</dt><dd>${run.multitask_strategy}</dd>
+        <dt>attempt</dt><dd data-testid="run-attempt"><${Attempt} attempt=${attempt} /></dd>
       </dl>
       <div class="row">
         <button class="danger" onClick=${cancel("interrupt")} disabled=${!active || busy} data-testid="cancel">Cancel</button>
