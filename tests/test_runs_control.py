@@ -223,6 +223,44 @@ async def test_a_bad_batch_admits_none(
     assert await client.threads.count(metadata={"tag": tag}) == 0
 
 
+async def test_a_batch_refused_at_its_admit_stores_none_of_its_runs(
+    client: LangGraphClient, http: httpx.AsyncClient
+) -> None:
+    """The second item finds the thread busy with the first (strategy reject): the
+    batch is a 409 and the first run was never stored either."""
+    thread_id = (await client.threads.create())["thread_id"]
+    item = {
+        "assistant_id": "lead_agent",
+        "input": says("twice"),
+        "thread_id": thread_id,
+        "multitask_strategy": "reject",
+    }
+    reply = await http.post("/runs/batch", json=[item, item])
+    assert reply.status_code == 409, reply.json()
+    assert "already has an active run" in str(reply.json()["detail"])
+    assert await client.runs.list(thread_id) == []
+    assert (await client.threads.get(thread_id))["status"] == "idle"
+
+
+async def test_a_batch_may_queue_two_runs_on_one_thread(client: LangGraphClient) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    items = [
+        {
+            "assistant_id": "lead_agent",
+            "input": says(word),
+            "thread_id": thread_id,
+            "multitask_strategy": "enqueue",
+        }
+        for word in ("one", "two")
+    ]
+    first, second = await client.runs.create_batch(items)  # type: ignore[arg-type]
+    await client.runs.join(thread_id, first["run_id"])
+    await client.runs.join(thread_id, second["run_id"])
+    state = await client.threads.get_state(thread_id)
+    said = [m["content"] for m in state["values"]["messages"] if m["type"] == "ai"]
+    assert said == ["You said: one", "You said: two"]
+
+
 async def test_batch_body_must_be_a_list(http: httpx.AsyncClient) -> None:
     reply = await http.post("/runs/batch", json={"assistant_id": "lead_agent"})
     assert reply.status_code == 422

@@ -6,7 +6,8 @@ would be) and each cron firing all come through here:
 1. idempotency: a retry with a live key gets the run it created, and nothing starts;
 2. every rule of `policy.py`, in its order, with nothing written;
 3. the atomic insert (the multitask strategy decided under the thread's lock,
-   see `run_store.py`), claiming the run at once for a free runner connected here.
+   see `run_store.py`), claiming the run at once for a free runner connected here;
+   a batch is one insert of all its runs, or none, claimed by the dispatch loop.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from waybill.services.admission.policy import (
     sent_config,
 )
 from waybill.services.admission.records import RunRecord
-from waybill.services.admission.run_store import RunStore
+from waybill.services.admission.run_store import Admit, RunStore
 from waybill.services.admission.runner_facts import RunnerFacts
 from waybill.v1 import admission_pb2
 
@@ -118,9 +119,21 @@ class RunIntake:
                 checked.append((await self.check(one, caller, own), one, own))
             except ServiceError as error:
                 raise ServiceError(error.code, f"runs[{index}]: {error.message}") from error
-        for (run, owner), one, own in checked:
-            await self._admit(run, one.if_not_exists, owner, None, own.get("threads"))
-        return [run for (run, _), _, _ in checked]
+        admits = [
+            Admit(run, one.if_not_exists or "reject", owner, own.get("threads"))
+            for (run, owner), one, own in checked
+        ]
+        try:
+            await self.runs.admit_runs(admits)
+        except IntegrityError as error:
+            raise busy(
+                "A thread of this batch changed under it (created or started "
+                "concurrently); retry it."
+            ) from error
+        admitted = [run for (run, _), _, _ in checked]
+        for run in admitted:
+            self._admitted(run)
+        return admitted
 
     async def check(
         self,
@@ -181,16 +194,21 @@ class RunIntake:
         finally:
             if runner is not None and not claimed:
                 self.pool.release(runner.runner_id, run.run_id)  # not claimed: free the slot
+        if claimed and runner is not None:
+            self.pool.assign(runner, run, start_now=True)
+            self.pool.leased_at_admit()  # its lease may need the loop's expiry timer
+        self._admitted(run)
+
+    def _admitted(self, run: RunRecord) -> None:
+        """After the commit: count the run, wake the loop for a run left unclaimed,
+        and deliver the cancels its strategy made (interrupt / rollback)."""
         metrics.RUNS_ADMITTED.inc()
         if run.lease_owner is not None:  # admitted and started in one write
             metrics.RUNS_STARTED.inc()
             metrics.QUEUE_WAIT.observe(0.0)
-        if claimed and runner is not None:
-            self.pool.assign(runner, run, start_now=True)
-            self.pool.leased_at_admit()  # its lease may need the loop's expiry timer
         else:
             self.pool.wake()  # a waiting run needs a claim; a delayed one, the start timer
-        for run_id, action in run.displaced:  # interrupt / rollback strategies
+        for run_id, action in run.displaced:
             self.pool.send_cancel(run_id, action)
 
     def _secrets_key(self, kwargs: dict[str, Any]) -> bytes | None:

@@ -8,6 +8,9 @@ A run's status moves after that only through leases.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, or_, select, update
@@ -36,6 +39,17 @@ from waybill.services.admission.wakeups import cancel_payload, notify, wake_payl
 # a statement built with its values costs more to build and key than to run.
 RUN_INSERT = insert(runs)
 THREAD_INSERT = insert(threads)
+
+
+@dataclass(frozen=True)
+class Admit:
+    """A checked run to store: how a missing thread is met (`if_not_exists`), the
+    owner its caller is confined to, and the project's thread filter."""
+
+    run: RunRecord
+    if_not_exists: str
+    owner: str | None = None
+    auth: Filter = None
 
 
 class RunStore:
@@ -72,50 +86,67 @@ class RunStore:
         one commit instead of two on the way to the first token.
         """
         async with self.threads.locks[run.thread_id], self.engine.begin() as conn:
-            thread, thread_busy = await self.threads.read_to_admit_on(conn, run.thread_id)
-            if thread is not None and not thread.visible_to(owner):
-                raise not_found(f"Thread {run.thread_id} not found.")
-            if (
-                thread is not None
-                and auth
-                and not await self.threads.read(conn, run.thread_id, auth=auth)
-            ):
-                raise not_found(f"Thread {run.thread_id} not found.")  # the auth filter excludes it
-            if thread is None and if_not_exists != "create":
-                raise not_found(f"Thread {run.thread_id} not found.")
-            if thread is not None:
-                run.owner_id = thread.owner_id  # a run belongs to its thread's owner
-            if run.multitask_strategy == MultitaskStrategy.REJECT and thread_busy:
-                raise busy(
-                    f"Thread {run.thread_id} already has an active run; "
-                    "use multitask_strategy='enqueue' to queue behind it."
-                )
-            displaced: list[tuple[str, str]] = []
-            if run.multitask_strategy in CANCEL_ACTIONS:
-                displaced = await self._cancel_active_runs(
-                    conn, run.thread_id, run.multitask_strategy
-                )
-            leased = False
-            if lease is not None and not thread_busy and _is_due(run):
-                lease_on_admit(run, lease)
-                leased = True
-            await conn.execute(RUN_INSERT, _run_values(run))
-            if key is not None:  # a concurrent twin with the same key fails here
-                await conn.execute(
-                    insert(idempotency_keys).values(
-                        owner_id=key.owner_id,
-                        key=key.key,
-                        request_digest=key.request_digest,
-                        run_id=run.run_id,
-                        thread_id=run.thread_id,
-                        expires_at=key.expires_at,
-                    )
-                )
-            if not leased:
+            await self._admit_on(conn, Admit(run, if_not_exists, owner, auth), lease, key)
+            if run.lease_owner is None:
                 await notify(conn, wake_payload())
-            await self._stamp_thread(conn, thread, run, busy=leased)
-        run.displaced = displaced
         return run
+
+    async def admit_runs(self, admits: Sequence[Admit]) -> None:
+        """A batch, all or none: every run in one transaction, none claimed at once
+        (the claim loop takes them, woken once). Threads are locked in their ids'
+        order, so two batches sharing threads never wait on each other in a circle."""
+        in_lock_order = sorted(admits, key=lambda admit: admit.run.thread_id)
+        async with AsyncExitStack() as held:
+            for thread_id in sorted({admit.run.thread_id for admit in admits}):
+                await held.enter_async_context(self.threads.locks[thread_id])
+            async with self.engine.begin() as conn:
+                for admit in in_lock_order:
+                    await self._admit_on(conn, admit, None, None)
+                await notify(conn, wake_payload())
+
+    async def _admit_on(
+        self, conn: AsyncConnection, admit: Admit, lease: Lease | None, key: IdempotencyKey | None
+    ) -> None:
+        """One run's admit inside the caller's transaction (its thread's lock held)."""
+        run, owner, auth = admit.run, admit.owner, admit.auth
+        thread, thread_busy = await self.threads.read_to_admit_on(conn, run.thread_id)
+        if thread is not None and not thread.visible_to(owner):
+            raise not_found(f"Thread {run.thread_id} not found.")
+        if thread is not None and auth and not await self._passes(conn, run.thread_id, auth):
+            raise not_found(f"Thread {run.thread_id} not found.")  # the auth filter excludes it
+        if thread is None and admit.if_not_exists != "create":
+            raise not_found(f"Thread {run.thread_id} not found.")
+        if thread is not None:
+            run.owner_id = thread.owner_id  # a run belongs to its thread's owner
+        if run.multitask_strategy == MultitaskStrategy.REJECT and thread_busy:
+            raise busy(
+                f"Thread {run.thread_id} already has an active run; "
+                "use multitask_strategy='enqueue' to queue behind it."
+            )
+        displaced: list[tuple[str, str]] = []
+        if run.multitask_strategy in CANCEL_ACTIONS:
+            displaced = await self._cancel_active_runs(conn, run.thread_id, run.multitask_strategy)
+        leased = False
+        if lease is not None and not thread_busy and _is_due(run):
+            lease_on_admit(run, lease)
+            leased = True
+        await conn.execute(RUN_INSERT, _run_values(run))
+        if key is not None:  # a concurrent twin with the same key fails here
+            await conn.execute(
+                insert(idempotency_keys).values(
+                    owner_id=key.owner_id,
+                    key=key.key,
+                    request_digest=key.request_digest,
+                    run_id=run.run_id,
+                    thread_id=run.thread_id,
+                    expires_at=key.expires_at,
+                )
+            )
+        await self._stamp_thread(conn, thread, run, busy=leased)
+        run.displaced = displaced
+
+    async def _passes(self, conn: AsyncConnection, thread_id: str, auth: Filter) -> bool:
+        return await self.threads.read(conn, thread_id, auth=auth) is not None
 
     async def _stamp_thread(
         self, conn: AsyncConnection, thread: ThreadRecord | None, run: RunRecord, busy: bool
