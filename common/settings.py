@@ -581,7 +581,7 @@ class Settings(BaseSettings):
     cron_max_sleep_seconds: float = 60.0
     # Firings missed while no admission ran (downtime): "skip" them (only the
     # next due one fires) or "catch_up" (each fires, oldest first).
-    cron_missed_firings: str = "skip"
+    cron_missed_firings: Literal["skip", "catch_up"] = "skip"
     # A firing found this late or later counts as missed (else it just fires late).
     cron_misfire_grace_seconds: float = 60.0
     # A firing claimed but not recorded after this long (its replica died between
