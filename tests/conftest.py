@@ -17,6 +17,8 @@ MODES = ["sqlite", "postgres"]
 
 # The longest files start first, so that under pytest-xdist (`--dist loadfile`) no
 # worker is left with one of them after the others are done (pytest --durations).
+# `make test` passes --no-loadscope-reorder: xdist would otherwise start the files
+# with the most tests first, and a one-test file of minutes last.
 LONGEST_FIRST = (
     "test_distribution.py",
     "test_openapi_fuzz_coverage.py",

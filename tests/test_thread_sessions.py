@@ -117,7 +117,13 @@ async def test_an_interrupt_is_answered_with_run_respond(client: LangGraphClient
             await asyncio.sleep(0.1)
         assert session.interrupted
         [pending] = session.interrupts
-        record = await client.threads.get(session.thread_id)
+        # The stream shows the interrupt as the graph raises it; the thread's record
+        # takes it when the run ends a moment later (so on LangGraph Platform too).
+        for _ in range(300):
+            record = await client.threads.get(session.thread_id)
+            if record["interrupts"]:
+                break
+            await asyncio.sleep(0.05)
         [[on_record]] = record["interrupts"].values()
         assert pending["interrupt_id"] == on_record["id"]
         await session.run.respond("yes")
