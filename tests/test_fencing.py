@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -155,3 +156,61 @@ async def test_pending_writes_are_stored_only_by_the_epoch_the_fence_names(
     assert [(task, value) for task, _channel, value in stored.pending_writes] == [
         ("task-a", "from epoch 2")
     ]
+
+
+# ---- a rollback racing a save still in flight (Postgres: the insert held by a row lock) --
+
+
+async def _saves_waiting_on_a_lock(store: RunnerStore) -> int:
+    async with store.engine.connect() as conn:
+        query = text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        )
+        return int((await conn.execute(query)).scalar_one())
+
+
+@pytest.mark.parametrize("save_cancelled", [False, True])
+async def test_a_rollback_waits_for_a_save_in_flight_and_deletes_what_it_wrote(
+    backend: tuple[Any, RunnerStore], request: pytest.FixtureRequest, save_cancelled: bool
+) -> None:
+    """A save whose insert is still on its way in the database when the rollback
+    starts, its task cancelled with the graph or not. The run's fence row is held,
+    so that the insert waits inside the fence trigger (which reads that row) while
+    the rollback's delete, which never reads it, could go ahead. Nothing of the run
+    may be left. Two things hold it, each enough alone (checked by removing them):
+    `FencedCheckpointer.close` waits for the save, and LangGraph's Postgres saver
+    runs one operation at a time in a process (its own lock); with neither, the
+    uncancelled case leaves the checkpoint. A cancelled save's insert is cancelled
+    in the server too (psycopg sends the cancel and waits for it)."""
+    if request.node.callspec.params["backend"] != "postgres":
+        pytest.skip("the insert is held by a row lock, which SQLite does not have")
+    saver, store = backend
+    run_id, thread_id = str(uuid.uuid4()), str(uuid.uuid4())
+    await store.advance_fence(run_id, 1)
+    fenced = FencedCheckpointer(saver, RunFence(run_id, 1, lease_seconds=30), store)
+    async with store.engine.connect() as blocker:
+        held = await blocker.begin()
+        await blocker.execute(
+            text("SELECT epoch FROM run_fences WHERE run_id = :run_id FOR UPDATE"),
+            {"run_id": run_id},
+        )
+        save = asyncio.create_task(fenced.aput(*write_args(thread_id, run_id)))
+        for _ in range(200):
+            if await _saves_waiting_on_a_lock(store):
+                break
+            await asyncio.sleep(0.01)
+        assert await _saves_waiting_on_a_lock(store), "the save never reached the insert"
+        if save_cancelled:
+            save.cancel()
+
+        async def roll_back() -> None:
+            await fenced.close()
+            await saver.adelete_for_runs([run_id])
+
+        rollback = asyncio.create_task(roll_back())
+        await asyncio.sleep(0.2)  # the rollback is under way, waiting for the save
+        await held.rollback()  # the lock goes: the insert and the rollback proceed
+    await asyncio.gather(save, return_exceptions=True)
+    await asyncio.wait_for(rollback, 10)
+    assert await saver.aget_tuple({"configurable": {"thread_id": thread_id}}) is None
