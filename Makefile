@@ -44,7 +44,7 @@ typecheck: setup
 # Two workers (each test file whole on one of them: its stacks are shared), then the
 # multi-replica profile and the soak alone, so that nothing competes with their timings.
 test: setup lint typecheck
-	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not scale and not soak" --durations=25
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not scale and not soak" --durations=25
 	$(BIN)/pytest -q -m "scale or soak"
 
 # The multi-replica profile (2 gateways, 2 admission, 2 runners, 2 journals, 1 delivery

@@ -15,10 +15,10 @@ from waybill.common.launch import Stack
 
 MODES = ["sqlite", "postgres"]
 
-# The longest files start first, so that under pytest-xdist (`--dist loadfile`) no
-# worker is left with one of them after the others are done (pytest --durations).
-# `make test` passes --no-loadscope-reorder: xdist would otherwise start the files
-# with the most tests first, and a one-test file of minutes last.
+# The longest files start first among files of as many tests: xdist's `--dist
+# loadfile` starts the files with the most tests first (its loadscope reorder). Turning
+# that reorder off put the heaviest one-test files side by side at the start, which
+# made the whole suite slower.
 LONGEST_FIRST = (
     "test_distribution.py",
     "test_openapi_fuzz_coverage.py",
