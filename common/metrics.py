@@ -26,6 +26,8 @@ from prometheus_client import REGISTRY, Info, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from waybill.common.migrate import UPGRADES, schema_of
+
 log = logging.getLogger("waybill.metrics")
 
 # Seconds: an event-append batch takes ~0.1 ms in memory, up to seconds when Redis retries.
@@ -115,9 +117,6 @@ def register_build_info(service: str) -> None:
     `waybill doctor --cluster` and dashboards (the schema is the revision this
     build's service needs; the gateway has none)."""
     global _build_info
-    # Imported here: the gateway has no schema, and alembic costs its start 0.6 s.
-    from waybill.common.migrate import UPGRADES, schema_of
-
     schema = schema_of(service).head() if service in UPGRADES else ""
     if _build_info is None:  # once a process (a test may build several apps in one)
         _build_info = Info("waybill_build", "This process's Waybill build.")
