@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-# The JS langgraph-sdk that tests/test_js_sdk_contract.py drives, as the lock pins it.
+# The JS langgraph-sdk that tests/e2e/test_js_sdk_contract.py drives, as the lock pins it.
 $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 	cd tests/js && npm ci --no-audit --no-fund
 	touch $(JS_STAMP)
@@ -26,7 +26,7 @@ proto: $(STAMP)
 	$(BIN)/python -m waybill.common.contracts
 
 # The generated tables of docs/configuration.md, from common/settings.py (never edit
-# them by hand); tests/test_docs.py fails if they are stale.
+# them by hand); tests/repo/test_docs.py fails if they are stale.
 docs: $(STAMP)
 	$(BIN)/python -m waybill.cli config reference --write docs/configuration.md
 
@@ -40,7 +40,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy waybill
 
-# The stubs are committed; tests/test_contracts.py fails if they are stale.
+# The stubs are committed; tests/repo/test_contracts.py fails if they are stale.
 # Two workers (each test file whole on one of them: its stacks are shared), then the
 # multi-replica profile and the soak alone, so that nothing competes with their timings.
 test: setup lint typecheck

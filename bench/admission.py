@@ -33,7 +33,7 @@ import httpx
 
 from bench.cpu import CpuProbe, postgres_probe, stack_probe
 from bench.timing import BenchError
-from tests.stacks import fresh_postgres_database, running_stack, stack_env
+from tests.support.stacks import fresh_postgres_database, running_stack, stack_env
 from waybill.common.launch import Stack
 
 BACKENDS = ("embedded", "postgres")

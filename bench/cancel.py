@@ -23,7 +23,7 @@ from bench.slow_runs import (
     wait_until_in_tool,
 )
 from bench.timing import BenchError
-from tests.stacks import running_stack, stack_env
+from tests.support.stacks import running_stack, stack_env
 
 # Far longer than any cancel: the run can only end by being cancelled.
 TOOL_SECONDS = 30

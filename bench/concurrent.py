@@ -22,7 +22,7 @@ import httpx
 from bench import in_process
 from bench.sse import StreamTally
 from bench.timing import BenchError, token_input
-from tests.stacks import running_stack, stack_env
+from tests.support.stacks import running_stack, stack_env
 
 
 @dataclass(frozen=True)

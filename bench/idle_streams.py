@@ -22,7 +22,7 @@ import httpx
 
 from bench.slow_runs import RunRef, slow_tool_input
 from bench.timing import BenchError
-from tests.stacks import running_stack, stack_env
+from tests.support.stacks import running_stack, stack_env
 
 TOOL_SECONDS = 600  # far longer than the measurement: the runs end by being cancelled
 

@@ -1,5 +1,5 @@
 """`python -m bench.model_record`: what recording model responses (for replay on a
-takeover, services/runner/model_calls.py) costs a streaming run, A/B alternating.
+takeover, services/runner/effects/model_calls.py) costs a streaming run, A/B alternating.
 
 Two embedded stacks run side by side, the same build, one with
 `WAYBILL_RECORD_MODEL_CALLS=true` (A) and one with `false` (B); runs alternate
@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from bench.through_gateway import create_thread, time_run
-from tests.stacks import running_stack, stack_env
+from tests.support.stacks import running_stack, stack_env
 
 TOOL_INPUT = {"messages": [{"role": "user", "content": '/tool add {"a": 1, "b": 2}'}]}
 

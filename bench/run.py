@@ -54,7 +54,7 @@ from bench.report import (
     table,
 )
 from bench.timing import RunTiming
-from tests.stacks import running_stack, stack_env
+from tests.support.stacks import running_stack, stack_env
 
 TimeRun = Callable[[int], RunTiming]
 

@@ -1,6 +1,6 @@
 """Many short runs: a run's fixed cost, on the embedded and the Postgres + Redis stack.
 
-Per backend, one fresh stack (`tests.stacks.stack_in_mode`), three parts in turn:
+Per backend, one fresh stack (`tests.support.stacks.stack_in_mode`), three parts in turn:
 
 - background: N threads are created (not timed), then one background
   `POST /threads/{tid}/runs` of a `/tokens 10` run per thread, `concurrency` in
@@ -31,7 +31,7 @@ from bench import in_process, through_gateway
 from bench.admission import client, create_threads, expect, in_parallel
 from bench.cpu import CpuProbe, postgres_probe, spent_per_run, stack_probe
 from bench.timing import BenchError, token_input
-from tests.stacks import stack_in_mode
+from tests.support.stacks import stack_in_mode
 from waybill.common.launch import Stack
 from waybill.common.settings import Settings
 
@@ -161,7 +161,7 @@ def probe_of(stack: Stack) -> CpuProbe:
 
 def shipped_defaults() -> dict[str, str]:
     """What the test stacks change and a user's stack does not: the runner's priority
-    (tests.stacks sets 0; builds before that setting have none)."""
+    (tests.support.stacks sets 0; builds before that setting have none)."""
     field = Settings.model_fields.get("runner_nice")
     return {} if field is None else {"WAYBILL_RUNNER_NICE": str(field.default)}
 

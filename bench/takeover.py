@@ -26,7 +26,7 @@ from bench.slow_runs import (
     wait_for_attempt,
     wait_until_in_tool,
 )
-from tests.stacks import TwoRunners, two_runner_stack
+from tests.support.stacks import TwoRunners, two_runner_stack
 from waybill.common.settings import Settings
 
 TOOL_SECONDS = 1

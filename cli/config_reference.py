@@ -19,7 +19,7 @@ without one (`ConfigReferenceError` names it).
 docs/configuration.md holds the generated tables between `<!-- generated: NAME -->`
 and `<!-- end generated: NAME -->`; `--write PAGE` rewrites them there (the rest of
 the page is hand-written), `--check PAGE` says whether they are current, and
-tests/test_docs.py fails when they are not. `make docs` writes them.
+tests/repo/test_docs.py fails when they are not. `make docs` writes them.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from pydantic_core import PydanticUndefined
 REGENERATE = "make docs (or: waybill config reference --write docs/configuration.md)"
 BLOCKS = ("settings", "yaml")
 SECTION_HEADING = re.compile(r"^-{3,}.*-{3,}$")
-# A path of the source tree in a comment ("services/runner/model_calls.py",
+# A path of the source tree in a comment ("services/runner/effects/model_calls.py",
 # "docs/security.md"): linked from the docs page when the file exists.
 SOURCE_PATH = re.compile(r"(?<![\w/.`])((?:[a-z_]+/)+[a-z_]+\.(?:py|md))(?![\w/])")
 ROOT = Path(__file__).resolve().parent.parent
@@ -339,11 +339,13 @@ def undescribed() -> list[str]:
 
 
 def settings_table(links: bool = True) -> str:
-    """Every `Settings` field: its environment names, type, default, description."""
+    """Every `Settings` field, one table per section (common/setting_sections.py):
+    its environment names, type, default, description."""
+    from waybill.common.setting_sections import SECTIONS
     from waybill.common.settings import Settings
 
-    def rows() -> Iterator[Row]:
-        for name in Settings.model_fields:
+    def rows(names: Iterable[str]) -> Iterator[Row]:
+        for name in names:
             own, *aliases = env_names(name)
             shown = f"`{own}`" + "".join(f" (or `{alias}`)" for alias in aliases)
             yield Row(
@@ -353,7 +355,17 @@ def settings_table(links: bool = True) -> str:
                 description(Settings, name),
             )
 
-    return _table(["variable", "type", "default", "what it sets"], _grouped(rows()), links)
+    tables = []
+    for section in SECTIONS:
+        title = section.__name__.removesuffix("Settings")
+        said = " ".join((section.__doc__ or "").split())
+        table = _table(
+            ["variable", "type", "default", "what it sets"],
+            _grouped(rows(section.model_fields)),
+            links,
+        )
+        tables.append(f"**{title}.** {said}\n\n{table}")
+    return "\n\n".join(tables)
 
 
 def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, str]:
@@ -377,7 +389,7 @@ def _yaml_fields(
 ) -> Iterator[tuple[type[BaseModel], str, str]]:
     """(model, field, YAML key path) for every key of the YAML config, depth first."""
     if model is None:
-        from waybill.common.settings import ConfigFile
+        from waybill.common.config_file import ConfigFile
 
         model = ConfigFile
     for name, info in model.model_fields.items():
@@ -411,7 +423,7 @@ def generated(block: str, links: bool = True) -> str:
         raise ConfigReferenceError(
             "no description for "
             + ", ".join(missing)
-            + ": give each a comment in the source (common/settings.py), or a comment "
+            + ": give each a comment in the source (common/setting_sections.py), or a comment "
             "block above a run of fields, then run " + REGENERATE
         )
     return settings_table(links) if block == "settings" else yaml_table(links)

@@ -128,8 +128,15 @@ class DevLoop:
         return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
     def run(self) -> None:
-        self.start()
+        watching = False
         for batch in self.changes():
+            if not watching:
+                # The watch's first turn has begun it: only now does the stack start
+                # and say it is ready, so an edit made once it is ready is always
+                # seen (one made while it starts is read by the start, or restarts it).
+                watching = True
+                self.start()
+                continue
             if not batch:
                 self.report_deaths()
                 continue

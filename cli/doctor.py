@@ -48,7 +48,29 @@ def check_config(settings: Settings) -> list[Finding]:
     if found[0].verdict == "ok":  # auth is read from the config
         auth = "on" if settings.auth_enabled else "off (every request is the one local user)"
         found.append(Finding("ok", "auth", auth))
+        found.append(quota_finding(settings))
     return found
+
+
+def quota_finding(settings: Settings) -> Finding:
+    """What the YAML `quotas` section limits (read already: a bad one failed `config`)."""
+    quotas = settings.quotas()
+    parts = []
+    default = quotas.default.model_dump(exclude_none=True)
+    if default:
+        parts.append("default " + ", ".join(f"{key} {value}" for key, value in default.items()))
+    if quotas.roles or quotas.principals:
+        parts.append(f"{len(quotas.roles)} role(s), {len(quotas.principals)} principal(s) own")
+    if default or quotas.roles or quotas.principals:
+        parts.append(f"day resets {quotas.reset_hour_utc:02d}:00 UTC")
+    if quotas.gateway.requests_per_second is not None:
+        parts.append(f"{quotas.gateway.requests_per_second:g} requests/s per key per gateway")
+    budget = quotas.run.model_dump(exclude_none=True)
+    if budget:
+        parts.append("run budget " + ", ".join(f"{key} {value:g}" for key, value in budget.items()))
+    if not parts:
+        return Finding("skip", "quotas", "none configured (no limits)")
+    return Finding("ok", "quotas", "; ".join(parts))
 
 
 async def _schema_findings(settings: Settings) -> list[Finding]:
@@ -161,7 +183,7 @@ def check_sandbox(settings: Settings) -> list[Finding]:
         return [Finding("skip", "sandbox", "not configured (no `bash`/`python` tools)")]
     if spec.provider != "local":
         return [Finding("skip", "sandbox", f"{spec.provider} provider (checked at its lease)")]
-    from waybill.services.runner.sandbox.local import check
+    from waybill.services.runner.sandbox.confinement import check
     from waybill.services.runner.sandbox.provider import Limits
 
     refused, not_enforced = check(Limits.of(spec))

@@ -50,11 +50,16 @@ def capped(message: str) -> str:
 class ServiceError(Exception):
     """Raised by domain code; servicers turn it into a gRPC status."""
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    def __init__(
+        self, code: grpc.StatusCode, message: str, trailers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         message = capped(message)
         super().__init__(message)
         self.code = code
         self.message = message
+        # gRPC trailing metadata for a caller that reads more than the message
+        # (a quota refusal's limit, use and wait: `QUOTA_TRAILER`).
+        self.trailers = trailers
 
 
 def not_found(message: str) -> ServiceError:
@@ -79,3 +84,15 @@ def busy(message: str) -> ServiceError:
 
 def forbidden(message: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.PERMISSION_DENIED, message)
+
+
+# The trailing metadata key of a quota refusal: JSON (ASCII) with `limit`, `value`,
+# `use` and `retry_after` (seconds, or null where no wait helps).
+QUOTA_TRAILER = "waybill-quota"
+
+
+def over_quota(message: str, refusal_json: str) -> ServiceError:
+    """A creation over a quota: RESOURCE_EXHAUSTED (429), the refusal in a trailer."""
+    return ServiceError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, message, ((QUOTA_TRAILER, refusal_json),)
+    )

@@ -21,8 +21,9 @@ reach a port but holds no certificate gets nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,57 @@ def read_retries(backoff_seconds: float) -> str:
     return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})
 
 
+class WaitForARunner(grpc.aio.UnaryUnaryClientInterceptor):
+    """A runner read that finds no runner reachable waits for one, up to
+    `WAYBILL_RUNNER_READ_WAIT_SECONDS` in all, and is asked again.
+
+    gRPC's own retries (`read_retries`) go to another runner within a second; they
+    fail when every runner the channel knows is down, though another is starting
+    or has just started and the channel's reconnect backoff has not yet reached it
+    (a rolling restart, a runner killed beside one that came up a moment ago)."""
+
+    def __init__(self, wait_seconds: float, pause_seconds: float) -> None:
+        self.wait_seconds = wait_seconds
+        self.pause_seconds = pause_seconds
+        self.channel: grpc.aio.Channel | None = None  # set once the channel exists
+
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self.wait_seconds
+        while True:
+            call = await continuation(details, request)
+            try:
+                return await call
+            except grpc.aio.AioRpcError as error:
+                if not self._worth_waiting(error, details.method):
+                    raise
+                if not await self._a_runner_reached(give_up_at):
+                    raise
+
+    def _worth_waiting(self, error: grpc.aio.AioRpcError, method: str | bytes) -> bool:
+        name = method.decode() if isinstance(method, bytes) else method
+        return (
+            self.channel is not None
+            and error.code() == grpc.StatusCode.UNAVAILABLE
+            and name.rsplit("/", 1)[-1] in RUNNER_READS
+        )
+
+    async def _a_runner_reached(self, give_up_at: float) -> bool:
+        """Whether the channel reaches a runner before `give_up_at` (loop time), after
+        a pause, so that a connection not yet seen to be dead is not asked in a loop."""
+        loop = asyncio.get_running_loop()
+        if loop.time() >= give_up_at or self.channel is None:
+            return False
+        await asyncio.sleep(min(self.pause_seconds, give_up_at - loop.time()))
+        try:
+            await asyncio.wait_for(self.channel.channel_ready(), give_up_at - loop.time())
+        except TimeoutError:
+            return False
+        return True
+
+
 def runner_reads(
     target: str | None = None,
     *,
@@ -151,15 +203,21 @@ def runner_reads(
 ) -> grpc.aio.Channel:
     """A channel to every runner (`WAYBILL_RUNNER_READ_TARGET`, else the runner's
     address), round robin, its reads retried on another runner
-    (`WAYBILL_RUNNER_READ_BACKOFF_SECONDS` apart, doubling)."""
+    (`WAYBILL_RUNNER_READ_BACKOFF_SECONDS` apart, doubling) and, when none is
+    reachable, waiting for one (`WaitForARunner`)."""
     settings = settings or get_settings()
     retries = read_retries(settings.runner_read_backoff_seconds)
-    return round_robin(
+    waiting = WaitForARunner(
+        settings.runner_read_wait_seconds, settings.runner_read_backoff_seconds
+    )
+    channel = round_robin(
         target or settings.runner_read_target or settings.runner_addr,
         options=[("grpc.service_config", retries)],
-        interceptors=interceptors,
+        interceptors=[waiting, *(interceptors or ())],
         settings=settings,
     )
+    waiting.channel = channel
+    return channel
 
 
 class PeerChannels:

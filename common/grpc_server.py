@@ -141,7 +141,7 @@ async def _abort_for(error: Exception, context: Any, method: str) -> None:
     """Abort the call with the status `error` stands for; returns only when the error
     should propagate as it is (the caller re-raises it)."""
     if isinstance(error, ServiceError):
-        await context.abort(error.code, error.message)
+        await context.abort(error.code, error.message, trailing_metadata=error.trailers)
     elif isinstance(error, grpc.aio.AbortError):
         return  # the handler aborted with a status of its own choosing already
     elif isinstance(error, grpc.aio.AioRpcError):

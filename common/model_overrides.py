@@ -5,7 +5,7 @@ Beside `model_name` (one of the configured models), its `context` (or
 sampling parameters. Nothing else: an endpoint, a key or a header stays the
 config's, so that a caller can never send the provider's key somewhere else.
 Admission refuses anything outside these rules (400) before the run exists;
-the runner applies them (services/runner/models.py).
+the runner applies them (services/runner/graphs/chat_models.py).
 """
 
 from __future__ import annotations

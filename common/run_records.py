@@ -22,12 +22,13 @@ RECORD_TYPES = (
     "usage",  # the run's token usage, as reported to admission
     "sandbox",  # the run's sandbox: leased (provider, confinement), limit_hit, released
     "subagent",  # a `task` call: its subagent started, ended (answer, status)
-    # The tool-call record (services/runner/tool_calls.py), on a later attempt:
+    # The tool-call record (services/runner/effects/tool_calls.py), on a later attempt:
     "tool_replayed",  # a call finished before: answered from its record, not run
     "tool_ambiguous",  # started, never finished, not idempotent: the model is told
     "tool_rerun",  # started, never finished, idempotent: run again
     "llm_replayed",  # a model call whose whole response was recorded: not paid again
     "cancel",  # a cancel took the graph down: what it cut, what finished in its grace
+    "budget",  # the run's budget (services/runner/run/budget.py): 80 % warning, exceeded
 )
 
 MAX_PAGE = 1000

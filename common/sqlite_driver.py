@@ -10,7 +10,7 @@ connection, its thread and its transactions are aiosqlite's own.
 Used by `common.sql.create_engine` for every SQLite engine (the embedded mode).
 LangGraph's SQLite checkpointer keeps aiosqlite's cursors (it streams rows from
 them), on a `SqliteConnection` whose `run` lets the runner's fenced writes
-(services/runner/fenced_writes.py) do their whole transaction in one trip.
+(services/runner/persistence/fenced_writes.py) do their whole transaction in one trip.
 
 Trips matter most while a model streams: the event loop's thread then holds the
 GIL, and the connection's thread gets it back only every switch interval (5 ms),

@@ -72,7 +72,7 @@ class TokenFormat:
 
 # Lookbehinds keep a token from starting mid-word. Each pattern either starts once
 # per run of its body's characters or stops at a bounded length, so scanning stays
-# linear in the length of the string (tests/test_secret_scan.py times the worst cases).
+# linear in the length of the string (tests/e2e/test_secret_scan.py times the worst cases).
 _NOT_AFTER_ALNUM = r"(?<![A-Za-z0-9])"
 _NOT_AFTER_WORD = r"(?<![A-Za-z0-9_])"
 

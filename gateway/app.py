@@ -18,21 +18,23 @@ from waybill.common.settings import Settings, get_settings
 from waybill.common.tracing import start_tracing
 from waybill.gateway import browser_guard, observability, project_http
 from waybill.gateway.auth import KeyRing, authorize, platform_signed
-from waybill.gateway.errors import unencodable_value, validation_error
+from waybill.gateway.errors import QuotaRefused, quota_refused, unencodable_value, validation_error
 from waybill.gateway.nul_characters import RefuseNulCharacters
 from waybill.gateway.peers import Peers
 from waybill.gateway.project_auth import ProjectAuth
+from waybill.gateway.protocols import mcp
+from waybill.gateway.protocols.a2a import routes as a2a
 from waybill.gateway.request_limits import RequestSizeLimit
+from waybill.gateway.request_rate import RequestRate
 from waybill.gateway.routes import (
-    a2a,
     assistants,
     channel_bindings,
     channels,
     console,
     crons,
     deliveries,
-    mcp,
     memory,
+    quotas,
     run_events,
     runs,
     stateless_runs,
@@ -56,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
         app.state.settings = settings
         app.state.keyring = KeyRing.from_settings(settings)
+        per_second = settings.quotas().gateway.requests_per_second
+        app.state.request_rate = RequestRate(per_second) if per_second else None
         app.state.project_auth = ProjectAuth.from_project(settings.project())
         if app.state.project_auth is not None:
             log.info("Auth: the project's @auth.authenticate and @auth.on handlers.")
@@ -76,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     observability.install(app)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(orjson.JSONEncodeError, unencodable_value)
+    app.add_exception_handler(QuotaRefused, quota_refused)
     app.add_middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(RefuseNulCharacters)
     browser_guard.install(app, http, settings)  # CORS; with auth off, Host and Origin
@@ -111,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         assistants.router,
         store.router,
         memory.router,
+        quotas.router,
         crons.router,
         mcp.router,
         a2a.router,

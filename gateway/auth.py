@@ -106,6 +106,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("DELETE", "/assistants/{assistant_id}/webhooks/{subscription_id}"): "admin",
     ("GET", f"{THREAD}/token-usage"): "runs:read",
     ("GET", "/token-usage"): "runs:read",
+    ("GET", "/quotas/me"): AUTHENTICATED,
+    ("GET", "/quotas/{principal}"): "admin",
     ("POST", "/runs"): "runs:create",
     ("POST", "/runs/stream"): "runs:create",
     ("POST", "/runs/wait"): "runs:create",
@@ -325,6 +327,9 @@ async def authorize(request: Request) -> Principal:
     if scope and not principal.allows(scope) and not handlers_decide:
         raise HTTPException(403, f"This API key lacks the '{scope}' scope.")
     request.state.principal = principal
+    request_rate = getattr(request.app.state, "request_rate", None)
+    if request_rate is not None:  # quotas.gateway.requests_per_second, per key (principal)
+        request_rate.check(principal.user_id)
     if principal.by_project_auth and route_path in THREAD_EXTENSIONS:
         action = "read" if request.method == "GET" else "update"
         value: dict[str, Any] = {"thread_id": request.path_params.get("thread_id"), "metadata": {}}

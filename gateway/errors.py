@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -36,4 +36,23 @@ async def unencodable_value(_request: Request, error: Exception) -> JSONResponse
     return JSONResponse(
         status_code=422,
         content={"detail": f"a value in the request cannot be stored as JSON: {error}"},
+    )
+
+
+class QuotaRefused(HTTPException):
+    """429 over a quota: `Retry-After` when waiting helps, and a body naming the
+    limit, its value and the use found (`quota_refused` writes it)."""
+
+    def __init__(self, message: str, refusal: dict[str, Any]) -> None:
+        wait = refusal.get("retry_after")
+        headers = {"Retry-After": str(math.ceil(wait))} if wait is not None else None
+        super().__init__(429, message, headers)
+        self.refusal = refusal
+
+
+async def quota_refused(_request: Request, error: Exception) -> JSONResponse:
+    """`{"detail", "limit", "value", "use", "retry_after"}` with its headers."""
+    assert isinstance(error, QuotaRefused)
+    return JSONResponse(
+        status_code=429, content={"detail": error.detail, **error.refusal}, headers=error.headers
     )

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from fastapi import HTTPException
 
-from waybill.common.errors import http_status_for
+from waybill.common.errors import QUOTA_TRAILER, http_status_for
 from waybill.common.grpc_channels import PeerChannels
 from waybill.common.readiness import RUNNER_WORK_HEALTH, peer_health
 from waybill.common.settings import Settings
 from waybill.gateway.auth import principal_interceptors
+from waybill.gateway.errors import QuotaRefused
 from waybill.v1 import (
     admission_pb2_grpc,
     channels_pb2_grpc,
@@ -70,4 +72,18 @@ async def call(pending: Awaitable[T]) -> T:
         return await pending
     except grpc.aio.AioRpcError as error:
         details = error.details() or ""
+        refusal = quota_refusal_of(error)
+        if refusal is not None:
+            raise QuotaRefused(details, refusal) from error
         raise HTTPException(http_status_for(error.code(), details), details) from error
+
+
+def quota_refusal_of(error: grpc.aio.AioRpcError) -> dict[str, Any] | None:
+    """A quota refusal's limit, value, use and wait (admission's trailer), if it is one."""
+    if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in error.trailing_metadata() or ():
+        if key == QUOTA_TRAILER and isinstance(value, str):
+            found: dict[str, Any] = json.loads(value)
+            return found
+    return None

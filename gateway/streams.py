@@ -20,6 +20,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from waybill.common import codec
 from waybill.common.errors import http_status_for
 from waybill.common.journal_reading import EXPIRED_KEY, journal_batches, subscribed_batches
+from waybill.gateway.sse import sse_frame
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
 # Event ids (journal sequence numbers) travel as protobuf int64.
@@ -27,18 +28,7 @@ INT64_MAX = 2**63 - 1
 
 
 def encode(event: journal_pb2.RunEvent) -> bytes:
-    # The payload is already JSON with no raw newlines (orjson escapes them).
-    return b"".join(
-        (
-            b"event: ",
-            event.event.encode(),
-            b"\ndata: ",
-            event.data,
-            b"\nid: ",
-            str(event.seq).encode(),
-            b"\n\n",
-        )
-    )
+    return sse_frame(event.event, event.data, event.seq)
 
 
 def stream_mode_matches(event: str, modes: Collection[str]) -> bool:

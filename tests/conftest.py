@@ -10,7 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from tests.stacks import stack_in_mode
+from tests.support.stacks import stack_in_mode
 from waybill.common.launch import Stack
 
 MODES = ["sqlite", "postgres"]

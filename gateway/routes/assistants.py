@@ -12,6 +12,7 @@ from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import picked_headers
+from waybill.gateway.response_schemas import error_responses
 from waybill.gateway.routes.threads import peers_of, remove_thread
 from waybill.gateway.schemas import (
     AssistantCount,
@@ -20,7 +21,6 @@ from waybill.gateway.schemas import (
     AssistantSearch,
     AssistantVersionChange,
     AssistantVersionsSearch,
-    error_responses,
 )
 from waybill.v1 import admission_pb2, runner_pb2
 

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from waybill.common.identity import LOCAL_USER
-from waybill.gateway.schemas import error_responses
+from waybill.gateway.response_schemas import error_responses
 
 router = APIRouter(tags=["channels"], responses=error_responses())
 

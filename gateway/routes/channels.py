@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from waybill.gateway.peers import call
-from waybill.gateway.schemas import error_responses
+from waybill.gateway.response_schemas import error_responses
 from waybill.v1 import channels_pb2
 
 router = APIRouter(tags=["channels"], responses=error_responses())
@@ -50,7 +50,15 @@ async def telegram_webhook(request: Request, channel: str) -> Response:
     return await _forward(request, "telegram", channel)
 
 
-@router.api_route("/channels/{platform}/{channel}/events", methods=["GET", "POST"])
+# Two routes, not one with two methods: each needs an operation id of its own (one
+# shared by both methods made the OpenAPI document differ from process to process).
+@router.get("/channels/{platform}/{channel}/events")
+async def platform_url_check(request: Request, platform: str, channel: str) -> Response:
+    """A platform checking the URL it was given (WeCom's `echostr`)."""
+    return await _forward(request, platform, channel)
+
+
+@router.post("/channels/{platform}/{channel}/events")
 async def platform_events(request: Request, platform: str, channel: str) -> Response:
     return await _forward(request, platform, channel)
 

@@ -12,8 +12,9 @@ from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import without_webhook
+from waybill.gateway.response_schemas import error_responses
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import CronCount, CronCreate, CronPatch, CronSearch, error_responses
+from waybill.gateway.run_schemas import CronCount, CronCreate, CronPatch, CronSearch
 from waybill.v1 import admission_pb2
 
 router = APIRouter(tags=["crons"], responses=error_responses())

@@ -21,9 +21,10 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from waybill.common import codec
 from waybill.common.errors import http_status_for
 from waybill.gateway.peers import Peers, call
+from waybill.gateway.response_schemas import error_responses
 from waybill.gateway.routes.run_admission import get_run_record
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import Envelope, error_responses
+from waybill.gateway.schemas import Envelope
 from waybill.v1 import admission_pb2, delivery_pb2
 
 router = APIRouter(tags=["delivery"], responses=error_responses())

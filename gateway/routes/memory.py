@@ -10,8 +10,9 @@ from fastapi import APIRouter, Path, Response
 from starlette.requests import Request
 
 from waybill.gateway.peers import call
+from waybill.gateway.response_schemas import error_responses
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import MemoryFactBody, error_responses
+from waybill.gateway.schemas import MemoryFactBody
 from waybill.v1 import runner_pb2
 
 router = APIRouter(tags=["memory"], responses=error_responses())

@@ -15,7 +15,7 @@ from waybill.common.request_marks import REQUEST_ID_KEY, REQUEST_START_KEY
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
 from waybill.gateway.project_http import shape_run
-from waybill.gateway.schemas import RunCreate
+from waybill.gateway.run_schemas import RunCreate
 from waybill.v1 import admission_pb2, common_pb2
 
 

@@ -16,9 +16,10 @@ from fastapi import APIRouter, Query, Request, Response
 
 from waybill.common import codec
 from waybill.gateway.peers import call
+from waybill.gateway.response_schemas import error_responses
 from waybill.gateway.routes.run_admission import get_run_record
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import INT32_MAX, error_responses
+from waybill.gateway.schemas import INT32_MAX
 from waybill.gateway.streams import INT64_MAX
 from waybill.v1 import admission_pb2, journal_pb2
 

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
+from waybill.gateway.response_schemas import error_responses, event_stream, one_run, run_list
 from waybill.gateway.routes.run_admission import get_run_record, start_run
 from waybill.gateway.routes.run_results import (
     CancelledIfLeft,
@@ -23,15 +24,8 @@ from waybill.gateway.routes.run_results import (
     run_stream,
 )
 from waybill.gateway.routes.threads import forget_runs, peers_of
-from waybill.gateway.schemas import (
-    INT32_MAX,
-    RunCreate,
-    RunsCancel,
-    error_responses,
-    event_stream,
-    one_run,
-    run_list,
-)
+from waybill.gateway.run_schemas import RunCreate, RunsCancel
+from waybill.gateway.schemas import INT32_MAX
 from waybill.gateway.streams import opened_sse_frames, resume_point, sse_frames
 from waybill.v1 import admission_pb2, common_pb2
 

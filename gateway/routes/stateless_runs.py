@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import apart_from_request
+from waybill.gateway.response_schemas import error_responses, event_stream, one_run, run_list
 from waybill.gateway.routes.run_admission import (
     authorized_run,
     idempotency_key,
@@ -30,14 +31,7 @@ from waybill.gateway.routes.run_results import (
     run_stream,
 )
 from waybill.gateway.routes.threads import peers_of, remove_thread
-from waybill.gateway.schemas import (
-    BatchRunCreate,
-    RunCreate,
-    error_responses,
-    event_stream,
-    one_run,
-    run_list,
-)
+from waybill.gateway.run_schemas import BatchRunCreate, RunCreate
 from waybill.gateway.streams import sse_frames, wait_for_end
 from waybill.v1 import admission_pb2, common_pb2
 

@@ -15,14 +15,9 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
+from waybill.gateway.response_schemas import error_responses
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import (
-    StoreItemDelete,
-    StoreItemPut,
-    StoreNamespaces,
-    StoreSearch,
-    error_responses,
-)
+from waybill.gateway.schemas import StoreItemDelete, StoreItemPut, StoreNamespaces, StoreSearch
 from waybill.v1 import runner_pb2
 
 # A namespace is its labels dot-joined; LangGraph's stores refuse NUL in a label.

@@ -6,7 +6,7 @@
   Platform; a body that is no command at all is 400). `run.start` starts a run
   through `start_run` (policy and the project's auth apply), creating the thread
   if it does not exist; `input.respond` resumes the thread's pending interrupts.
-- `POST /threads/{tid}/stream/events`: the thread's events as SSE (thread_events.py),
+- `POST /threads/{tid}/stream/events`: the thread's events as SSE (thread_protocol_stream.py),
   for the channels, namespaces and depth the body names, after its `since`.
 - `WebSocket /threads/{tid}/stream/events`: refused (the SSE transport is the one
   Waybill serves).
@@ -25,12 +25,13 @@ from pydantic import ValidationError
 from waybill.common import codec
 from waybill.gateway.peers import call
 from waybill.gateway.project_auth import authorize
+from waybill.gateway.response_schemas import event_stream, protocol_error_responses
 from waybill.gateway.routes.run_admission import start_run
 from waybill.gateway.routes.threads import peers_of
-from waybill.gateway.schemas import RunCreate, event_stream, protocol_error_responses
+from waybill.gateway.run_schemas import RunCreate
 from waybill.gateway.streams import sse_response
-from waybill.gateway.thread_events import ThreadEvents
 from waybill.gateway.thread_protocol import RUN_STREAM_MODES, EventFilter, is_channel
+from waybill.gateway.thread_protocol_stream import ThreadProtocolStream
 from waybill.v1 import admission_pb2
 
 router = APIRouter(tags=["threads"], responses=protocol_error_responses())
@@ -281,7 +282,7 @@ async def thread_events(thread_id: UUID, request: Request) -> Response:
     peers = peers_of(request)
     await call(peers.admission.GetThread(admission_pb2.GetThreadRequest(thread_id=str(thread_id))))
     settings = request.app.state.settings
-    events = ThreadEvents(
+    events = ThreadProtocolStream(
         peers.admission,
         peers.journal,
         str(thread_id),

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from waybill.common import codec
 from waybill.gateway.peers import Peers, call
 from waybill.gateway.project_auth import authorize, stamped_metadata
+from waybill.gateway.response_schemas import error_responses, event_stream, one_thread
 from waybill.gateway.run_stopping import stop_active_runs
 from waybill.gateway.schemas import (
     CheckpointConfig,
@@ -24,13 +25,10 @@ from waybill.gateway.schemas import (
     ThreadStateAtCheckpoint,
     ThreadStateUpdate,
     ThreadTTLBody,
-    error_responses,
-    event_stream,
-    one_thread,
 )
 from waybill.gateway.streams import sse_response
 from waybill.gateway.thread_select import checked_extract, shaped
-from waybill.gateway.thread_streams import parse_last_event_id, parse_modes, thread_stream
+from waybill.gateway.thread_stream import parse_last_event_id, parse_modes, thread_stream
 from waybill.v1 import admission_pb2, common_pb2, delivery_pb2, journal_pb2, runner_pb2
 
 router = APIRouter(tags=["threads"], responses=error_responses())
@@ -408,7 +406,7 @@ async def join_thread_stream(
     last_event_id: str | None = Header(default=None),
 ) -> Response:
     """The SDK's `threads.join_stream`: every run of the thread as it goes, for as long
-    as the client stays (see thread_streams.py). LangGraph Platform reads the modes
+    as the client stays (see thread_stream.py). LangGraph Platform reads the modes
     from `stream_modes`; the SDKs send `stream_mode`: both are heard."""
     await authorize(request, "threads", "read", {"thread_id": thread_id})
     raw_modes = request.query_params.getlist("stream_modes") or request.query_params.getlist(

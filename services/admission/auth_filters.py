@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, false, or_, select, true
 
 from waybill.services.admission.tables import runs, threads
-from waybill.services.admission.thread_queries import contains_json
+from waybill.services.admission.threads.thread_queries import contains_json
 
 
 def matches(column: Any, found: dict[str, Any] | None, is_postgres: bool) -> ColumnElement[bool]:

@@ -7,28 +7,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AsyncExitStack
 
 import grpc
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from waybill.common import codec
 from waybill.common.errors import invalid
+from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
-from waybill.common.identity import acting_user, auth_filter, auth_filters, caller_of, owner_filter
+from waybill.common.identity import (
+    LOCAL_USER,
+    acting_user,
+    auth_filter,
+    auth_filters,
+    caller_of,
+    owner_filter,
+)
 from waybill.common.metrics import ScrapedGauge, register
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
 from waybill.common.statuses import ACTIVE_RUN_STATUSES, CancelAction
 from waybill.common.tracing import run_span
 from waybill.services.admission import metrics
-from waybill.services.admission.assistant_store import SORTABLE, AssistantFilter, AssistantStore
-from waybill.services.admission.assistants import AssistantCatalog, AssistantChanges, AssistantDraft
-from waybill.services.admission.cron_rpcs import CronRpcs
-from waybill.services.admission.cron_store import CronStore
-from waybill.services.admission.dispatch import RunnerPool
-from waybill.services.admission.intake import RunIntake
-from waybill.services.admission.leases import LeaseStore
-from waybill.services.admission.log_closes import LogCloser, LogCloseStore
-from waybill.services.admission.records import CANCEL_ACTIONS
+from waybill.services.admission.assistants.assistant_store import (
+    SORTABLE,
+    AssistantFilter,
+    AssistantStore,
+)
+from waybill.services.admission.assistants.assistants import (
+    AssistantCatalog,
+    AssistantChanges,
+    AssistantDraft,
+)
+from waybill.services.admission.crons.cron_rpcs import CronRpcs
+from waybill.services.admission.crons.cron_store import CronStore
+from waybill.services.admission.crons.schedule_clock import clock_for
+from waybill.services.admission.crons.scheduler import Scheduler
+from waybill.services.admission.rows import CANCEL_ACTIONS, RunRow
 from waybill.services.admission.rpc_fields import (
     checked_thread_id,
     json_object,
@@ -36,17 +52,24 @@ from waybill.services.admission.rpc_fields import (
     page,
     threads_filter,
 )
-from waybill.services.admission.run_store import RunStore
-from waybill.services.admission.runner_facts import RunnerFacts
-from waybill.services.admission.runner_rpcs import RunnerRpcs
-from waybill.services.admission.schedule_clock import clock_for
-from waybill.services.admission.scheduler import Scheduler
+from waybill.services.admission.runs.dispatch import RunnerPool
+from waybill.services.admission.runs.intake import RunIntake
+from waybill.services.admission.runs.leases import LeaseStore
+from waybill.services.admission.runs.log_closes import LogCloser, LogCloseStore
+from waybill.services.admission.runs.quotas import QuotaGate, principal_asked
+from waybill.services.admission.runs.run_store import RunStore
+from waybill.services.admission.runs.runner_facts import RunnerFacts
+from waybill.services.admission.runs.runner_rpcs import RunnerRpcs
 from waybill.services.admission.schema import SCHEMA
-from waybill.services.admission.thread_removal import ThreadRemoval
-from waybill.services.admission.thread_rpcs import ThreadRpcs
-from waybill.services.admission.thread_store import ThreadStore
-from waybill.services.admission.thread_ttl import thread_sweep_loop, thread_ttl_policy
-from waybill.services.admission.usage_rpcs import token_usage
+from waybill.services.admission.threads.thread_removal import ThreadRemoval
+from waybill.services.admission.threads.thread_rpcs import ThreadRpcs
+from waybill.services.admission.threads.thread_store import ThreadStore
+from waybill.services.admission.threads.thread_ttl import (
+    TTLPolicy,
+    thread_sweep_loop,
+    thread_ttl_policy,
+)
+from waybill.services.admission.usage.usage_rpcs import token_usage
 from waybill.services.admission.wakeups import WakeupListener
 from waybill.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 
@@ -250,7 +273,15 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
         # The first action wins: tell the runner the one that was stored.
         if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
             self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
+        await self._rolled_back([run])
         return run.to_proto()
+
+    async def _rolled_back(self, cancelled: list[RunRow]) -> None:
+        """A cancel that stands as a rollback answers once its runs' state is rolled
+        back and the runs ended (within `rollback_wait_seconds`; run_store.py)."""
+        rollbacks = [run.run_id for run in cancelled if run.cancel_action == CancelAction.ROLLBACK]
+        if rollbacks:
+            await self.runs.until_ended(rollbacks, self.settings.rollback_wait_seconds)
 
     async def CancelRuns(
         self, request: admission_pb2.CancelRunsRequest, context: grpc.aio.ServicerContext
@@ -275,6 +306,7 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
             # The first action wins: tell each runner the one that was stored.
             if not self.pool.send_cancel(run.run_id, run.cancel_action or action):
                 self.pool.wake()  # pending, or its runner is gone: the next claim finalizes it
+        await self._rolled_back(runs)
         return admission_pb2.CancelRunsResponse(runs=[run.to_proto() for run in runs])
 
     async def GetTokenUsage(
@@ -282,39 +314,70 @@ class AdmissionServicer(ThreadRpcs, CronRpcs, RunnerRpcs, admission_pb2_grpc.Adm
     ) -> admission_pb2.TokenUsage:
         return await token_usage(self.threads, request, caller_of(context), threads_filter(context))
 
+    async def GetQuota(
+        self, request: admission_pb2.GetQuotaRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.QuotaReport:
+        caller = caller_of(context)
+        principal_id = principal_asked(request.principal_id, caller)
+        gate = self.runs.quotas or QuotaGate(self.settings)
+        who = caller or LOCAL_USER
+        limits = gate.limits_for(principal_id, who.user_id, who.role)
+        report = await gate.report(self.runs.engine, principal_id, limits)
+        return admission_pb2.QuotaReport(report_json=codec.dumps(report))
+
 
 async def main() -> None:
+    """Admission until SIGTERM: what it starts is stopped in reverse order (the
+    exit stack) before its server drains; its engine is disposed of last."""
     settings = get_settings()
     configure_logging("admission")
     expiry = thread_ttl_policy(settings)  # checkpointer.ttl: a bad one stops start-up here
     engine = service_engine(settings, settings.sqlalchemy_url("admission"))
+    async with AsyncExitStack() as running:
+        servicer = await _started(settings, engine, expiry, running)
+        await serve(
+            "Admission",
+            settings.admission_addr,
+            lambda server: admission_pb2_grpc.add_AdmissionServicer_to_server(servicer, server),
+            on_stop=running.aclose,
+            grace_seconds=settings.shutdown_grace_seconds,
+        )
+    await engine.dispose()
+
+
+async def _started(
+    settings: Settings, engine: AsyncEngine, expiry: TTLPolicy, running: AsyncExitStack
+) -> AdmissionServicer:
+    """The servicer, with its loops started and each one's stop on `running`."""
     # First: it registers SQLite's functions per connection.
     threads = ThreadStore(engine, expiry)
     await SCHEMA.check(engine)  # `waybill migrate` upgrades it, once per deploy
-    runs = RunStore(threads)
+    runs = RunStore(threads, QuotaGate(settings))  # the `quotas` section: a bad one stops start-up
+    channels = PeerChannels(settings)  # to the runners, the journal, delivery
+    running.push_async_callback(channels.close)
     leases = LeaseStore(engine, settings.log_close_grace_seconds)
     pool = RunnerPool(
         leases, settings.lease_seconds, settings.max_attempts, settings.dispatch_retry_seconds
     )
     pool.start()
+    running.push_async_callback(pool.stop)
     log_closer = LogCloser(
         LogCloseStore(engine),
-        settings.journal_addr,
+        channels.journal(),
         settings.log_close_grace_seconds,
         settings.log_close_retry_seconds,
         settings.rpc_timeout_seconds,
     )
     log_closer.start()
+    running.push_async_callback(log_closer.stop)
 
     def ended_at_claim(run_id: str) -> None:  # out of attempts: no runner will report it
         pool.release_ended(run_id)
         log_closer.owed()
 
     leases.on_ended = ended_at_claim
-    facts = RunnerFacts(
-        settings.runner_read_target or settings.runner_addr, settings.rpc_timeout_seconds
-    )
-    removal = ThreadRemoval(threads, settings)
+    facts = RunnerFacts(channels.runner_reads(), settings.rpc_timeout_seconds)
+    removal = ThreadRemoval(threads, channels, settings.rpc_timeout_seconds)
     servicer = AdmissionServicer(runs, leases, removal, pool, facts, settings, log_closer)
     await servicer.assistants.start()
     scheduler = Scheduler(
@@ -329,9 +392,10 @@ async def main() -> None:
     )
     servicer.scheduler = scheduler
     scheduler.start()
+    running.push_async_callback(scheduler.stop)
     sweeper = thread_sweep_loop(removal, expiry)  # threads' TTLs: their own or the project's
     sweeper.start()
-    listener = None
+    running.push_async_callback(sweeper.stop)
     if settings.database_url:  # other admission replicas may commit work (or crons) for us
 
         def woken() -> None:
@@ -342,26 +406,9 @@ async def main() -> None:
             settings.database_url, woken, pool.send_cancel, on_crons=scheduler.wake
         )
         listener.start()
+        running.push_async_callback(listener.stop)
     register(ScrapedGauge(asyncio.get_running_loop(), runs.queue_depth, metrics.QUEUE_DOCS))
-
-    async def stop() -> None:
-        if listener is not None:
-            await listener.stop()
-        await scheduler.stop()
-        await sweeper.stop()
-        await pool.stop()
-        await log_closer.stop()
-        await facts.close()
-        await removal.close()
-
-    await serve(
-        "Admission",
-        settings.admission_addr,
-        lambda server: admission_pb2_grpc.add_AdmissionServicer_to_server(servicer, server),
-        on_stop=stop,
-        grace_seconds=settings.shutdown_grace_seconds,
-    )
-    await engine.dispose()
+    return servicer
 
 
 if __name__ == "__main__":

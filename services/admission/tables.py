@@ -10,11 +10,13 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -28,7 +30,7 @@ threads = Table(
     Column("thread_id", String(36), primary_key=True),
     Column("metadata", JsonDocument, nullable=False),
     Column("status", String(16), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("values", JsonDocument),
     Column("interrupts", JsonDocument),
@@ -41,6 +43,7 @@ threads = Table(
     Column("ttl_strategy", String(16)),
     Column("ttl_minutes", Float),
     Column("ttl_expires_at", DateTime(timezone=True), index=True),
+    Index("ix_threads_owner", "owner_id", "created_at"),
 )
 
 runs = Table(
@@ -64,6 +67,24 @@ runs = Table(
     Column("cancel_action", String(16)),
     Column("owner_id", String(255), nullable=False),
     Column("usage", JsonDocument),  # common/usage.py's summary, once the run ended
+    Index("ix_runs_status_created_at", "status", "created_at"),
+    Index("ix_runs_status_lease", "status", "lease_expires_at"),
+    Index("ix_runs_owner", "owner_id", "created_at"),
+    # At most one running run per thread, however claims race.
+    Index(
+        "ux_runs_one_running_per_thread",
+        "thread_id",
+        unique=True,
+        postgresql_where=text("status = 'running'"),
+        sqlite_where=text("status = 'running'"),
+    ),
+    # The claim's scan: active runs in arrival order.
+    Index(
+        "ix_runs_active_by_arrival",
+        "created_at",
+        postgresql_where=text("status IN ('pending', 'running')"),
+        sqlite_where=text("status IN ('pending', 'running')"),
+    ),
 )
 
 # Tokens each run spent, per (model, source): summed by thread and by owner. A
@@ -83,6 +104,8 @@ token_usage = Table(
     Column("llm_calls", BigInteger, nullable=False),
     Column("cost", Float),  # by the price table when the run ended; NULL: not priced
     Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Index("ix_token_usage_thread", "thread_id", "recorded_at"),
+    Index("ix_token_usage_owner", "owner_id", "recorded_at"),
 )
 
 idempotency_keys = Table(
@@ -94,6 +117,7 @@ idempotency_keys = Table(
     Column("run_id", String(36), nullable=False),
     Column("thread_id", String(36), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("ix_idempotency_keys_expires", "expires_at"),
 )
 
 # An assistant points at one of its versions; each version is a full copy.
@@ -111,6 +135,7 @@ assistants = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("owner_id", String(255), nullable=False),  # who made it; system: "local"
+    Index("ix_assistants_owner", "owner_id", "created_at"),
 )
 
 assistant_versions = Table(
@@ -170,7 +195,7 @@ cron_firings = Table(
     Column("cron_id", String(36), primary_key=True),
     Column("due_at", DateTime(timezone=True), primary_key=True),
     Column("fired_at", DateTime(timezone=True), nullable=False),
-    Column("outcome", String(16), nullable=False),  # claimed | started | skipped | error
+    Column("outcome", String(16), nullable=False),  # claimed | started | skipped | refused | error
     Column("run_id", String(36)),
     Column("thread_id", String(36)),
     Column("detail", Text, nullable=False),
@@ -188,4 +213,15 @@ log_closes = Table(
     Column("run_id", String(36), primary_key=True),
     Column("epoch", BigInteger, nullable=False),
     Column("close_at", DateTime(timezone=True), nullable=False, index=True),
+)
+
+# One row per principal a quota applies to (services/admission/runs/quotas.py). Every
+# admit of the principal's runs locks it first, so that two admission replicas
+# count and reserve the principal's runs one after the other; it also keeps the
+# `runs_per_minute` GCRA's theoretical arrival time (seconds since the epoch).
+quota_principals = Table(
+    "quota_principals",
+    metadata,
+    Column("principal_id", String(255), primary_key=True),
+    Column("rate_arrival", Float, nullable=False),
 )

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from waybill.common import codec, workspace_fs
+from waybill.common import codec, workspace_paths
 from waybill.common.errors import invalid, not_found
 from waybill.common.grpc_channels import PeerChannels
 from waybill.common.grpc_server import configure_logging, run_service, serve
@@ -204,7 +204,7 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
         if path not in listed:
             raise not_found(f"{request.path!r} is not an output of this thread")
         # Opened and read from the workspace root's descriptor, off the loop, each
-        # step within WAYBILL_WORKSPACE_IO_SECONDS (common/workspace_fs.py).
+        # step within WAYBILL_WORKSPACE_IO_SECONDS (common/workspace_paths.py).
         root = thread_root(self.settings, thread_id)
         fd = await self._workspace_io(open_output, root, path)
         try:
@@ -215,8 +215,8 @@ class DeliveryServicer(delivery_pb2_grpc.DeliveryServicer):
 
     async def _workspace_io(self, work: Callable[..., T], *args: Any) -> T:
         try:
-            return await workspace_fs.off_loop(self.settings.workspace_io_seconds, work, *args)
-        except workspace_fs.WorkspacePathError as error:
+            return await workspace_paths.off_loop(self.settings.workspace_io_seconds, work, *args)
+        except workspace_paths.WorkspacePathError as error:
             raise served(error) from error
 
     async def Upload(

@@ -6,12 +6,14 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
     String,
     Table,
     Text,
+    UniqueConstraint,
 )
 
 metadata = MetaData()
@@ -35,6 +37,7 @@ receipts = Table(
     Column("changes", Text, nullable=False),  # JSON list of {path, change, size, sha256}
     Column("usage", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("receipts_by_thread", "thread_id"),
 )
 
 # The run's first snapshot (before its agent started); later epochs reuse it.
@@ -70,6 +73,9 @@ webhook_deliveries = Table(
     Column("claimed_until", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("run_id", "epoch", "url", name="one_delivery_per_target"),
+    Index("webhook_deliveries_by_run", "run_id"),
+    Index("webhook_deliveries_due", "state", "next_attempt_at"),
 )
 
 webhook_attempts = Table(
@@ -81,6 +87,7 @@ webhook_attempts = Table(
     Column("sent_at", DateTime(timezone=True), nullable=False),
     Column("status_code", Integer, nullable=False),
     Column("error", Text, nullable=False),
+    Index("webhook_attempts_by_delivery", "delivery_id"),
 )
 
 webhook_subscriptions = Table(
@@ -92,4 +99,5 @@ webhook_subscriptions = Table(
     Column("url", Text, nullable=False),
     Column("owner_id", String(128), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("webhook_subscriptions_by_scope", "scope", "scope_id"),
 )

@@ -2,7 +2,8 @@
 tools write (`WAYBILL_WORKSPACES_DIR/<thread_id>`, a shared volume when the two
 run on different machines). Snapshots, the changes between two of them, and the
 confinement of paths that come from outside. A sandbox's uid may change the tree
-at any moment, so every access goes through common/workspace_fs.py."""
+at any moment, so every access goes through common/workspace_paths.py and its
+siblings (workspace_writes.py, workspace_tree.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import grpc
 
-from waybill.common import workspace_fs
+from waybill.common import workspace_paths, workspace_tree, workspace_writes
 from waybill.common.errors import ServiceError, invalid, not_found, refused
 from waybill.common.settings import Settings
 
@@ -51,8 +52,8 @@ def _entry(folder_fd: int, name: str, relative: str) -> FileEntry | None:
     """The file as it is now, or None if it changed into something else since
     it was listed (a link, a FIFO, gone): opened from its folder, never by path."""
     try:
-        fd = workspace_fs.open_regular(folder_fd, name)
-    except workspace_fs.WorkspacePathError:
+        fd = workspace_paths.open_regular(folder_fd, name)
+    except workspace_paths.WorkspacePathError:
         return None
     try:
         return FileEntry(relative, os.fstat(fd).st_size, _digest(fd))
@@ -64,11 +65,11 @@ def snapshot(root: Path) -> list[FileEntry]:
     """Every regular file under `root` (links are not followed: a link out of the
     workspace is not the run's file). A missing workspace is empty."""
     try:
-        root_fd = workspace_fs.open_root(root)
-    except workspace_fs.WorkspacePathError:
+        root_fd = workspace_paths.open_root(root)
+    except workspace_paths.WorkspacePathError:
         return []
     try:
-        found = (_entry(fd, name, path) for path, fd, name in workspace_fs.walk_files(root_fd))
+        found = (_entry(fd, name, path) for path, fd, name in workspace_tree.walk_files(root_fd))
         return [entry for entry in found if entry is not None]
     finally:
         os.close(root_fd)
@@ -79,8 +80,8 @@ async def snapshot_of(settings: Settings, thread_id: str) -> list[FileEntry]:
     WAYBILL_WORKSPACE_IO_SECONDS (504 beyond it)."""
     root = thread_root(settings, thread_id)
     try:
-        return await workspace_fs.off_loop(settings.workspace_io_seconds, snapshot, root)
-    except workspace_fs.WorkspacePathError as error:
+        return await workspace_paths.off_loop(settings.workspace_io_seconds, snapshot, root)
+    except workspace_paths.WorkspacePathError as error:
         raise served(error) from error
 
 
@@ -105,13 +106,13 @@ def normalized(path: str) -> str:
     return "/".join(parts)
 
 
-def served(error: workspace_fs.WorkspacePathError) -> ServiceError:
+def served(error: workspace_paths.WorkspacePathError) -> ServiceError:
     """The status a refused workspace access answers with."""
-    if isinstance(error, workspace_fs.WorkspaceTooSlow):
+    if isinstance(error, workspace_paths.WorkspaceTooSlow):
         return ServiceError(grpc.StatusCode.DEADLINE_EXCEEDED, str(error))
-    if isinstance(error, workspace_fs.WorkspaceMissing):
+    if isinstance(error, workspace_paths.WorkspaceMissing):
         return not_found(str(error))
-    if isinstance(error, workspace_fs.BadPath):
+    if isinstance(error, workspace_paths.BadPath):
         return invalid(str(error))
     return refused(str(error))  # not a regular file, a link: 400
 
@@ -121,8 +122,8 @@ def open_output(root: Path, relative: str) -> int:
     clean = normalized(relative)
     if not clean or PurePosixPath(relative).is_absolute() or ".." in clean.split("/"):
         raise invalid(f"path {relative!r} must be relative to the workspace and stay inside it")
-    with workspace_fs.opened_root(root) as root_fd:
-        return workspace_fs.open_regular(root_fd, clean)
+    with workspace_paths.opened_root(root) as root_fd:
+        return workspace_paths.open_regular(root_fd, clean)
 
 
 # The longest file name most file systems take (bytes, not characters).
@@ -139,12 +140,12 @@ def check_upload_name(name: str) -> None:
 def write_upload(root: Path, name: str, data: bytes) -> FileEntry:
     """Write `uploads/<name>` whole, from the workspace root's descriptor: a new
     file (O_EXCL) in the opened folder renamed over the name, which replaces a
-    link rather than writing through it (common/workspace_fs.py)."""
+    link rather than writing through it (common/workspace_writes.py)."""
     check_upload_name(name)
     try:
-        with workspace_fs.opened_root(root, create=True) as root_fd:
-            workspace_fs.write_bytes(root_fd, f"{UPLOADS}/{name}", data)
-    except workspace_fs.LinkRefused as error:
+        with workspace_paths.opened_root(root, create=True) as root_fd:
+            workspace_writes.write_bytes(root_fd, f"{UPLOADS}/{name}", data)
+    except workspace_paths.LinkRefused as error:
         raise invalid(f"the workspace's {UPLOADS!r} is not a folder; remove the link") from error
     except IsADirectoryError as error:
         raise refused(f"{UPLOADS}/{name} is a folder in the workspace") from error

@@ -14,13 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
     delete,
     func,
     insert,
@@ -30,19 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from waybill.common.errors import busy
-from waybill.services.journal.store import forgotten_runs, run_logs
-
-metadata = MetaData()
-run_records = Table(
-    "run_records",
-    metadata,
-    Column("run_id", String(36), primary_key=True),
-    Column("seq", BigInteger, primary_key=True),
-    Column("type", String(64), nullable=False),
-    Column("epoch", BigInteger, nullable=False),  # the appender's: a staler one is refused
-    Column("data", LargeBinary, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
+from waybill.services.journal.tables import forgotten_runs, run_logs, run_records
 
 INSERT_ATTEMPTS = 3  # two journal replicas numbering the same run at once: retry
 

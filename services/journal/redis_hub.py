@@ -20,6 +20,7 @@ from waybill.common.errors import ServiceError, busy
 from waybill.services.journal.followers import Followers
 from waybill.services.journal.hub import HubConfig, gone_error
 from waybill.services.journal.redis_log import UNREACHABLE, Appended, RedisLog
+from waybill.services.journal.replica_store import ReplicaStore
 from waybill.services.journal.replicas import Replicas
 from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore, StoredEvent
@@ -63,7 +64,7 @@ class RedisJournalHub:
         self.local: dict[str, LocalRun] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.replicas = Replicas(
-            store,
+            ReplicaStore(store.engine),
             self.redis_log,
             self.writer.wait_all_durable,
             heartbeat_seconds=redis.heartbeat_seconds,

@@ -33,8 +33,8 @@ import grpc
 
 from waybill.common.errors import ServiceError
 from waybill.services.journal.redis_log import UNREACHABLE, RedisLog
+from waybill.services.journal.replica_store import Member, ReplicaStore
 from waybill.services.journal.stats import STATS
-from waybill.services.journal.store import JournalStore, Member
 
 log = logging.getLogger("waybill.journal")
 
@@ -42,7 +42,7 @@ log = logging.getLogger("waybill.journal")
 class Replicas:
     def __init__(
         self,
-        store: JournalStore,
+        store: ReplicaStore,
         redis_log: RedisLog,
         settle: Callable[[], Awaitable[None]],
         heartbeat_seconds: float,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 import grpc
 
@@ -18,6 +17,7 @@ from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
 from waybill.common.tracing import run_span
 from waybill.services.journal.hub import END, HubConfig, JournalHub, LogExpired
+from waybill.services.journal.memory_hub import MemoryJournalHub
 from waybill.services.journal.metrics import (
     APPEND_SECONDS,
     STALE_APPENDS,
@@ -33,16 +33,11 @@ from waybill.services.journal.stats import STATS
 from waybill.services.journal.store import JournalStore, StoredEvent
 from waybill.v1 import journal_pb2, journal_pb2_grpc
 
-if TYPE_CHECKING:  # the `redis` extra: imported where WAYBILL_REDIS_URL chooses it
-    from waybill.services.journal.redis_hub import RedisJournalHub
-
 ITEM_BYTES = 1024 * 1024
 
 
 class JournalServicer(journal_pb2_grpc.JournalServicer):
-    def __init__(
-        self, hub: JournalHub | RedisJournalHub, records: RecordStore | None = None
-    ) -> None:
+    def __init__(self, hub: JournalHub, records: RecordStore | None = None) -> None:
         self.hub = hub
         self.records = records or RecordStore(hub.store.engine)
 
@@ -160,7 +155,8 @@ def _item(batch: list[StoredEvent]) -> journal_pb2.SubscribeItem:
     return item
 
 
-def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJournalHub:
+def make_hub(settings: Settings, store: JournalStore) -> JournalHub:
+    """The memory hub embedded; with WAYBILL_REDIS_URL the Redis one (the `redis` extra)."""
     config = HubConfig(
         batch_max=settings.journal_batch_max,
         write_linger=settings.journal_write_linger_seconds,
@@ -170,7 +166,7 @@ def make_hub(settings: Settings, store: JournalStore) -> JournalHub | RedisJourn
         retention_seconds=settings.journal_retention_seconds,
     )
     if not settings.redis_url:
-        return JournalHub(store, config)
+        return MemoryJournalHub(store, config)
     with needs_redis():
         from waybill.services.journal.redis_hub import RedisConfig, RedisJournalHub
     redis = RedisConfig(

@@ -21,22 +21,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    Index,
-    LargeBinary,
-    MetaData,
     Select,
     String,
-    Table,
     bindparam,
     delete,
     exists,
     func,
     insert,
     select,
-    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -44,6 +36,13 @@ from sqlalchemy.sql.elements import BindParameter
 
 from waybill.common import codec
 from waybill.common.sql import migrate
+from waybill.services.journal.tables import (
+    expired_runs,
+    forgotten_runs,
+    journal_replicas,
+    run_event_batches,
+    run_logs,
+)
 from waybill.v1 import journal_pb2
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -64,54 +63,6 @@ COMPRESSION_LEVEL = 1
 # Rows a replay reads at once (only as many are unpacked as its page needs): a
 # trickle of one event per row still pages well, a burst of 512 per row costs no more.
 ROWS_PER_READ = 64
-
-metadata = MetaData()
-run_event_batches = Table(
-    "run_event_batches",
-    metadata,
-    Column("run_id", String(36), primary_key=True),
-    Column("first_seq", BigInteger, primary_key=True),
-    # In the key too: a copy of events at other boundaries than a stored row is kept.
-    Column("last_seq", BigInteger, primary_key=True),
-    Column("frames", LargeBinary, nullable=False),  # zlib(StoredBatch)
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
-run_logs = Table(
-    "run_logs",
-    metadata,
-    Column("run_id", String(36), primary_key=True),
-    Column("epoch", BigInteger, nullable=False),
-    Column("closed_at", DateTime(timezone=True)),
-    Index("run_logs_closed_at", "closed_at"),
-)
-# Runs deleted with their thread: their log must not come back (a late Close or
-# Append), and a subscriber must hear NOT_FOUND rather than wait forever.
-forgotten_runs = Table(
-    "forgotten_runs",
-    metadata,
-    Column("run_id", String(36), primary_key=True),
-    Column("forgotten_at", DateTime(timezone=True), nullable=False),
-)
-# Runs whose events the retention sweep deleted: their stream answers that the
-# events expired, rather than waiting for events that will never come.
-expired_runs = Table(
-    "expired_runs",
-    metadata,
-    Column("run_id", String(36), primary_key=True),
-    Column("ended_at", DateTime(timezone=True), nullable=False),
-    Column("expired_at", DateTime(timezone=True), nullable=False),
-)
-
-# The live journal replicas on Redis (see replicas.py): the Redis incarnation each
-# has stored everything from before, and a heartbeat count that changes while it lives.
-journal_replicas = Table(
-    "journal_replicas",
-    metadata,
-    Column("replica_id", String(36), primary_key=True),
-    Column("incarnation", String(64)),
-    Column("beats", BigInteger, nullable=False),
-    Column("joined_at", DateTime(timezone=True), nullable=False),
-)
 
 FORGOTTEN = "forgotten"  # deleted with its thread
 EXPIRED = "expired"  # swept after the retention period
@@ -157,13 +108,6 @@ class SqlPage:
 class Fenced(Exception):
     """This replica was declared dead by another (see replicas.py): it may store nothing
     it numbered before, since the run's numbering may have gone on without it."""
-
-
-@dataclass(frozen=True)
-class Member:
-    replica_id: str
-    incarnation: str | None
-    beats: int
 
 
 class BatchRow(NamedTuple):
@@ -344,47 +288,6 @@ class JournalStore:
                     [{"run_id": run_id, "forgotten_at": now} for run_id in fresh],
                 )
         return had_log
-
-    # ---- journal replicas (see replicas.py) ------------------------------------------
-
-    async def join(self, replica_id: str) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                self.dialect_insert(journal_replicas)
-                .values(replica_id=replica_id, incarnation=None, beats=0, joined_at=codec.now_utc())
-                .on_conflict_do_nothing()
-            )
-
-    async def heartbeat(self, replica_id: str, incarnation: str | None) -> bool:
-        """Count a beat and record the incarnation; False when the replica was evicted."""
-        async with self.engine.begin() as conn:
-            beat = await conn.execute(
-                update(journal_replicas)
-                .where(journal_replicas.c.replica_id == replica_id)
-                .values(incarnation=incarnation, beats=journal_replicas.c.beats + 1)
-            )
-        return bool(beat.rowcount)
-
-    async def members(self) -> list[Member]:
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(journal_replicas))).all()
-        return [Member(row.replica_id, row.incarnation, row.beats) for row in rows]
-
-    async def evict(self, replica_id: str, beats: int) -> bool:
-        """Remove a replica whose heartbeat stopped at `beats`; False if it beat since."""
-        async with self.engine.begin() as conn:
-            gone = await conn.execute(
-                delete(journal_replicas).where(
-                    journal_replicas.c.replica_id == replica_id, journal_replicas.c.beats == beats
-                )
-            )
-        return bool(gone.rowcount)
-
-    async def leave(self, replica_id: str) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                delete(journal_replicas).where(journal_replicas.c.replica_id == replica_id)
-            )
 
     # ---- reads that do not load a whole log ----------------------------------------
 

@@ -9,8 +9,8 @@ from sqlalchemy import text
 from waybill.common.schema import MIGRATE_HINT, Schema, SchemaMismatch
 from waybill.common.settings import Settings
 from waybill.common.sql import service_engine
-from waybill.services.runner.persistence import open_checkpointer, open_store
-from waybill.services.runner.store import MIGRATIONS, RunnerStore
+from waybill.services.runner.persistence.backends import open_checkpointer, open_store
+from waybill.services.runner.persistence.runner_store import MIGRATIONS, RunnerStore
 
 SCHEMA = Schema("runner", MIGRATIONS)
 

@@ -25,27 +25,27 @@ from waybill.common.secret_scan import refuse_stored_secrets
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import service_engine
 from waybill.services.runner.agent import memory
-from waybill.services.runner.agent.mcp_tools import close_mcp_toolbox
+from waybill.services.runner.agent.mcp_tools import close_mcp_toolbox, open_mcp_toolbox
 from waybill.services.runner.agent.workspace import remove_workspace_off_loop
-from waybill.services.runner.graph_context import AuthUser, principal_user, with_caller
-from waybill.services.runner.graphs import (
+from waybill.services.runner.graphs.context import AuthUser, principal_user, with_caller
+from waybill.services.runner.graphs.registry import (
     AccessContext,
     GraphNotFoundError,
     GraphRegistry,
+    prepare_project,
 )
-from waybill.services.runner.introspection import (
+from waybill.services.runner.peers import RunnerPeers, connect_peers
+from waybill.services.runner.persistence.backends import open_checkpointer, open_store
+from waybill.services.runner.persistence.owned_store import StoreAccess, store_of
+from waybill.services.runner.persistence.runner_store import RunnerStore
+from waybill.services.runner.reads.introspection import (
     drawing_of,
     schemas_of,
     subgraph_schemas,
     xray_of,
 )
-from waybill.services.runner.node_threads import install as install_node_threads
-from waybill.services.runner.owned_store import store_of
-from waybill.services.runner.peers import Peers, connect_peers
-from waybill.services.runner.persistence import open_checkpointer, open_store
-from waybill.services.runner.run_inputs import RunLimits
-from waybill.services.runner.schema import check as check_schema
-from waybill.services.runner.state import (
+from waybill.services.runner.reads.store_api import item_to_dict, put_index, store_key
+from waybill.services.runner.reads.thread_state import (
     EMPTY_STATE,
     checkpoint_config,
     snapshot_to_dict,
@@ -54,10 +54,10 @@ from waybill.services.runner.state import (
     thread_record,
     update_reply,
 )
+from waybill.services.runner.run.node_threads import install as install_node_threads
+from waybill.services.runner.run.worker import Worker
+from waybill.services.runner.schema import check as check_schema
 from waybill.services.runner.stats import STATS
-from waybill.services.runner.store import RunnerStore
-from waybill.services.runner.store_api import item_to_dict, put_index, store_key
-from waybill.services.runner.worker import Worker
 from waybill.v1 import (
     journal_pb2,
     runner_pb2,
@@ -68,10 +68,15 @@ log = logging.getLogger("waybill.runner")
 
 
 class RunnerServicer(runner_pb2_grpc.RunnerServicer):
-    def __init__(self, graphs: GraphRegistry, store: RunnerStore, peers: Peers) -> None:
+    def __init__(
+        self, graphs: GraphRegistry, store: RunnerStore, peers: RunnerPeers, settings: Settings
+    ) -> None:
         self.graphs = graphs
         self.store = store
         self.peers = peers  # admission and the journal hear of state written outside runs
+        self.workspaces = settings.workspaces_path()
+        self.workspace_io_seconds = settings.workspace_io_seconds
+        self.store_access = StoreAccess.from_settings(settings)
         # LangGraph's stores (and SimilarityStore) keep `index_config` when store.index is set.
         self.semantic = getattr(graphs.store, "index_config", None) is not None
 
@@ -190,7 +195,9 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         if not codec.is_uuid(request.thread_id):
             raise invalid(f"thread_id '{request.thread_id}' is not a UUID.")
         # The workspace first: when its files cannot go, nothing else of the thread does.
-        await remove_workspace_off_loop(request.thread_id)
+        await remove_workspace_off_loop(
+            self.workspaces, self.workspace_io_seconds, request.thread_id
+        )
         await self.graphs.checkpointer.adelete_thread(request.thread_id)
         await self.store.tool_calls.forget_thread(request.thread_id)
         # The thread's own log (its state updates) goes with its state.
@@ -218,7 +225,7 @@ class RunnerServicer(runner_pb2_grpc.RunnerServicer):
         """The caller's own namespaces of the store (see owned_store.py)."""
         caller = caller_of(context)
         admin = caller is not None and caller.is_admin and not caller.by_project_auth
-        return store_of(self.graphs.store, acting_user(context), admin=admin)
+        return store_of(self.graphs.store, acting_user(context), self.store_access, admin=admin)
 
     async def StorePut(
         self, request: runner_pb2.StorePutRequest, context: grpc.aio.ServicerContext
@@ -373,20 +380,11 @@ def memory_fact_proto(fact: memory.Fact) -> runner_pb2.MemoryFact:
     )
 
 
-def prepare_project(settings: Settings) -> None:
-    """Before any graph is imported: the project's unsupported keys named, its env
-    applied, its local dependencies importable, its packages checked."""
-    project = settings.project()
-    if project is not None:
-        project.warn_unsupported()
-        project.prepare_to_import()
-
-
 async def main() -> None:
     settings = get_settings()
     configure_logging("runner")
     os.nice(settings.runner_nice)  # see the setting; 0 changes nothing
-    prepare_project(settings)
+    prepare_project(settings.project())
     register(StatsCollector("waybill_runner", STATS, {}))
     install_node_threads(settings.runner_node_threads)
     settings.prices()  # a bad price table stops the runner here, not at each run's end
@@ -400,6 +398,7 @@ async def main() -> None:
         await long_term.start_ttl_sweeper()
         graphs = GraphRegistry(settings.graph_specs(), checkpointer, long_term)
         graphs.load_all()
+        open_mcp_toolbox(settings)
         # The project's `http.app` lifespan, as on LangGraph Platform's workers: what it
         # opens (a client, a pool) is there for the graphs, until the runs stopped.
         async with runner_lifespan(settings.project()):
@@ -410,17 +409,11 @@ async def main() -> None:
                 connect_peers(channels),
                 store,
                 slots=settings.runner_slots,
-                limits=RunLimits(
-                    settings.lease_seconds,
-                    settings.run_timeout_seconds,
-                    settings.record_linger_seconds,
-                    settings.cancel_grace_seconds,
-                ),
                 settings=settings,
                 work_health=work_health,
             )
             work = asyncio.create_task(worker.run_forever(), name="work-stream")
-            servicer = RunnerServicer(graphs, store, worker.peers)
+            servicer = RunnerServicer(graphs, store, worker.peers, settings)
 
             async def stop() -> None:
                 await worker.stop(settings.shutdown_grace_seconds)

@@ -1,6 +1,6 @@
 // The JS langgraph-sdk contract: call every method of every sub-client of the
 // pinned `@langchain/langgraph-sdk` Client against the gateway at argv[2], and
-// print one JSON line per method. tests/test_js_sdk_contract.py runs this and
+// print one JSON line per method. tests/e2e/test_js_sdk_contract.py runs this and
 // checks each answer's shape.
 //
 // Output: first {"methods": [...]} (every method the SDK has, found from the
@@ -48,10 +48,11 @@ async function threadWithARun(w) {
   return [threadId, run.run_id];
 }
 
-// A run still going when the next call comes (it streams 20,000 tokens).
+// A run still going when the next call comes: its tool waits 30 s (a cancel cuts
+// it after the stack's short grace; 20,000 streamed tokens took under 0.4 s).
 async function longRun(w) {
   const threadId = await newThread(w);
-  const input = { messages: [{ role: "user", content: "/tokens 20000" }] };
+  const input = { messages: [{ role: "user", content: '/tool wait {"seconds": 30}' }] };
   const run = await client.runs.create(threadId, "lead_agent", { input });
   return [threadId, run.run_id];
 }

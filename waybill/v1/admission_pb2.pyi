@@ -431,6 +431,18 @@ class GetTokenUsageRequest(_message.Message):
     owner_id: str
     def __init__(self, thread_id: _Optional[str] = ..., owner_id: _Optional[str] = ...) -> None: ...
 
+class GetQuotaRequest(_message.Message):
+    __slots__ = ("principal_id",)
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    def __init__(self, principal_id: _Optional[str] = ...) -> None: ...
+
+class QuotaReport(_message.Message):
+    __slots__ = ("report_json",)
+    REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
+    report_json: bytes
+    def __init__(self, report_json: _Optional[bytes] = ...) -> None: ...
+
 class TokenUsage(_message.Message):
     __slots__ = ("usage_json", "runs")
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]

@@ -175,6 +175,11 @@ class AdmissionStub:
                 request_serializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
                 response_deserializer=waybill_dot_v1_dot_admission__pb2.TokenUsage.FromString,
                 _registered_method=True)
+        self.GetQuota = channel.unary_unary(
+                '/waybill.v1.Admission/GetQuota',
+                request_serializer=waybill_dot_v1_dot_admission__pb2.GetQuotaRequest.SerializeToString,
+                response_deserializer=waybill_dot_v1_dot_admission__pb2.QuotaReport.FromString,
+                _registered_method=True)
         self.CreateCron = channel.unary_unary(
                 '/waybill.v1.Admission/CreateCron',
                 request_serializer=waybill_dot_v1_dot_admission__pb2.CreateCronRequest.SerializeToString,
@@ -430,6 +435,14 @@ class AdmissionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetQuota(self, request, context):
+        """A principal's quota limits (the YAML `quotas` section) and their use now.
+        PERMISSION_DENIED when a non-admin names another principal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateCron(self, request, context):
         """Crons: schedules that start runs through StartRun's rules, on behalf of
         their creator. Create one (on a thread, or a fresh thread per firing).
@@ -618,6 +631,11 @@ def add_AdmissionServicer_to_server(servicer, server):
                     servicer.GetTokenUsage,
                     request_deserializer=waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.FromString,
                     response_serializer=waybill_dot_v1_dot_admission__pb2.TokenUsage.SerializeToString,
+            ),
+            'GetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuota,
+                    request_deserializer=waybill_dot_v1_dot_admission__pb2.GetQuotaRequest.FromString,
+                    response_serializer=waybill_dot_v1_dot_admission__pb2.QuotaReport.SerializeToString,
             ),
             'CreateCron': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateCron,
@@ -1406,6 +1424,33 @@ class Admission:
             '/waybill.v1.Admission/GetTokenUsage',
             waybill_dot_v1_dot_admission__pb2.GetTokenUsageRequest.SerializeToString,
             waybill_dot_v1_dot_admission__pb2.TokenUsage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/waybill.v1.Admission/GetQuota',
+            waybill_dot_v1_dot_admission__pb2.GetQuotaRequest.SerializeToString,
+            waybill_dot_v1_dot_admission__pb2.QuotaReport.FromString,
             options,
             channel_credentials,
             insecure,

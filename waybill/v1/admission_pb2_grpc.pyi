@@ -130,6 +130,10 @@ class AdmissionStub:
     """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
     caller's), or, without a thread, every run a user owns.
     """
+    GetQuota: _grpc.UnaryUnaryMultiCallable[_admission_pb2.GetQuotaRequest, _admission_pb2.QuotaReport]
+    """A principal's quota limits (the YAML `quotas` section) and their use now.
+    PERMISSION_DENIED when a non-admin names another principal.
+    """
     CreateCron: _grpc.UnaryUnaryMultiCallable[_admission_pb2.CreateCronRequest, _admission_pb2.Cron]
     """Crons: schedules that start runs through StartRun's rules, on behalf of
     their creator. Create one (on a thread, or a fresh thread per firing).
@@ -247,6 +251,10 @@ class AdmissionAsyncStub(AdmissionStub):
     GetTokenUsage: _aio.UnaryUnaryMultiCallable[_admission_pb2.GetTokenUsageRequest, _admission_pb2.TokenUsage]  # type: ignore[assignment]
     """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
     caller's), or, without a thread, every run a user owns.
+    """
+    GetQuota: _aio.UnaryUnaryMultiCallable[_admission_pb2.GetQuotaRequest, _admission_pb2.QuotaReport]  # type: ignore[assignment]
+    """A principal's quota limits (the YAML `quotas` section) and their use now.
+    PERMISSION_DENIED when a non-admin names another principal.
     """
     CreateCron: _aio.UnaryUnaryMultiCallable[_admission_pb2.CreateCronRequest, _admission_pb2.Cron]  # type: ignore[assignment]
     """Crons: schedules that start runs through StartRun's rules, on behalf of
@@ -530,6 +538,16 @@ class AdmissionServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admission_pb2.TokenUsage, _abc.Awaitable[_admission_pb2.TokenUsage]]:
         """Token usage summed over runs: one thread's (NOT_FOUND when it is not the
         caller's), or, without a thread, every run a user owns.
+        """
+
+    @_abc_1.abstractmethod
+    def GetQuota(
+        self,
+        request: _admission_pb2.GetQuotaRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admission_pb2.QuotaReport, _abc.Awaitable[_admission_pb2.QuotaReport]]:
+        """A principal's quota limits (the YAML `quotas` section) and their use now.
+        PERMISSION_DENIED when a non-admin names another principal.
         """
 
     @_abc_1.abstractmethod

@@ -6,5 +6,5 @@ One adapter module per platform (`telegram`, `slack`, `feishu`, `dingtalk`,
 thread mapping and inbound dedupe (`store.py`), commands (`commands.py`), the
 answer streamed back (`replies.py`), the once-per-cluster connection holder
 (`listening.py`), and the path from a delivery to `Admission.StartRun`
-(`dispatch.py`).
+(`routing.py`).
 """

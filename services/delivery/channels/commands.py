@@ -18,6 +18,12 @@ BUSY = (
 CANNOT_START = "Sorry, I could not start on that message."
 
 
+def over_quota(why: str) -> str:
+    """The answer to a message over its owner's quota: admission's reason, which
+    names the limit, its value and the use."""
+    return f"Sorry, I cannot start on that message now: {why}"
+
+
 def command_of(text: str) -> str | None:
     """`/stop`, `/stop@my_bot` -> "stop"; any other text (even `/tool …`) -> None."""
     first = text.split(maxsplit=1)[0] if text.strip() else ""

@@ -22,7 +22,7 @@ from waybill.services.delivery.channels.adapter import (
     InboundMessage,
     PlatformCallFailed,
 )
-from waybill.services.delivery.channels.dispatch import ChannelDispatcher
+from waybill.services.delivery.channels.routing import MessageRouter
 from waybill.services.delivery.channels.store import HOLDER, ChannelStore
 
 log = logging.getLogger("waybill.channels")
@@ -32,12 +32,12 @@ class ChannelListener:
     def __init__(
         self,
         adapter: ChannelAdapter,
-        dispatcher: ChannelDispatcher,
+        router: MessageRouter,
         store: ChannelStore,
         settings: Settings,
     ) -> None:
         self.adapter = adapter
-        self.dispatcher = dispatcher
+        self.router = router
         self.store = store
         self.lease = f"listen:{adapter.spec.name}"
         self.lease_seconds = settings.channel_leader_seconds
@@ -101,5 +101,5 @@ class ChannelListener:
         """Take a message (a failure ends the connection before the position moves,
         so the message comes again), then record the position after it."""
         if message is not None:
-            await self.dispatcher.take(self.adapter, message)
+            await self.router.take(self.adapter, message)
         return await self.store.advance_lease(self.lease, HOLDER, position)

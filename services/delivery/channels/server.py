@@ -1,5 +1,5 @@
 """The Channels gRPC servicer, hosted by the delivery process, and its start-up:
-the dispatcher, one listener per channel that holds a connection, the upkeep."""
+the message router, one listener per channel that holds a connection, the upkeep."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from waybill.services.delivery.channels.adapter import (
     Delivery,
     PlatformCallFailed,
 )
-from waybill.services.delivery.channels.dispatch import ChannelDispatcher
 from waybill.services.delivery.channels.listening import ChannelListener
 from waybill.services.delivery.channels.platforms import load_channels
+from waybill.services.delivery.channels.routing import MessageRouter
 from waybill.services.delivery.channels.store import ChannelStore
 from waybill.v1 import admission_pb2_grpc, channels_pb2, channels_pb2_grpc, journal_pb2_grpc
 
@@ -31,8 +31,8 @@ log = logging.getLogger("waybill.channels")
 
 
 class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
-    def __init__(self, dispatcher: ChannelDispatcher) -> None:
-        self.dispatcher = dispatcher
+    def __init__(self, router: MessageRouter) -> None:
+        self.router = router
 
     async def Receive(
         self, request: channels_pb2.InboundDelivery, context: grpc.aio.ServicerContext
@@ -43,7 +43,7 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
             method=request.method or "POST",
             query=dict(urllib.parse.parse_qsl(request.query, keep_blank_values=True)),
         )
-        answer = await self.dispatcher.receive(request.platform, request.channel, delivery)
+        answer = await self.router.receive(request.platform, request.channel, delivery)
         if answer.text is not None:
             return channels_pb2.InboundReply(
                 http_status=200, body_json=answer.text.encode(), content_type="text/plain"
@@ -53,7 +53,7 @@ class ChannelsServicer(channels_pb2_grpc.ChannelsServicer):
     async def Check(
         self, request: channels_pb2.ChannelCheckRequest, context: grpc.aio.ServicerContext
     ) -> channels_pb2.ChannelCheckReply:
-        adapters = list(self.dispatcher.adapters.values())
+        adapters = list(self.router.adapters.values())
         found = await asyncio.gather(*(_checked(adapter) for adapter in adapters))
         return channels_pb2.ChannelCheckReply(
             channels=[
@@ -79,7 +79,7 @@ async def _checked(adapter: ChannelAdapter) -> tuple[bool, str]:
 
 
 class ChannelsService:
-    """The dispatcher and its background work (pollers, replies); its peers' channels
+    """The message router and its background work (pollers, replies); its peers' channels
     are the delivery process's, closed by it."""
 
     def __init__(self, settings: Settings, store: ChannelStore, peers: PeerChannels) -> None:
@@ -89,7 +89,7 @@ class ChannelsService:
             logging.getLogger(name).setLevel(logging.WARNING)
         specs = load_channels(settings)
         self.http = httpx.AsyncClient(timeout=settings.channel_http_timeout_seconds)
-        self.dispatcher = ChannelDispatcher(
+        self.router = MessageRouter(
             settings,
             specs,
             store,
@@ -98,8 +98,8 @@ class ChannelsService:
             self.http,
         )
         self.listeners = [
-            ChannelListener(adapter, self.dispatcher, store, settings)
-            for adapter in self.dispatcher.adapters.values()
+            ChannelListener(adapter, self.router, store, settings)
+            for adapter in self.router.adapters.values()
             if adapter.listens()
         ]
         self.settings = settings
@@ -116,18 +116,18 @@ class ChannelsService:
             log.info("channels: %s", ", ".join(f"{s.name} ({s.platform})" for s in specs.values()))
 
     def register(self, server: grpc.aio.Server) -> None:
-        channels_pb2_grpc.add_ChannelsServicer_to_server(ChannelsServicer(self.dispatcher), server)
+        channels_pb2_grpc.add_ChannelsServicer_to_server(ChannelsServicer(self.router), server)
 
     def start(self) -> None:
         for listener in self.listeners:
             listener.start()
-        if self.dispatcher.adapters:
+        if self.router.adapters:
             self.upkeep.start()
 
     async def upkeep_pass(self) -> float:
         """Answers a dead replica was streaming are resumed here; old event ids
         are forgotten now and then."""
-        await self.dispatcher.adopt_orphans()
+        await self.router.adopt_orphans()
         if time.monotonic() - self._forgotten_at >= self.settings.channel_dedupe_sweep_seconds:
             await self.store.forget_events(self.settings.channel_dedupe_seconds)
             self._forgotten_at = time.monotonic()
@@ -135,5 +135,5 @@ class ChannelsService:
 
     async def stop(self) -> None:
         await asyncio.gather(self.upkeep.stop(), *(listener.stop() for listener in self.listeners))
-        await self.dispatcher.close()
+        await self.router.close()
         await self.http.aclose()

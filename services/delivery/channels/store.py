@@ -16,6 +16,7 @@ from datetime import timedelta
 from sqlalchemy import (
     Column,
     DateTime,
+    Index,
     Integer,
     MetaData,
     String,
@@ -76,6 +77,7 @@ channel_replies = Table(
     Column("handle", String(128), nullable=True),
     Column("holder", String(128), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("channel_replies_expiry", "expires_at"),
 )
 
 

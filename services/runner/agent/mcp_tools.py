@@ -36,7 +36,8 @@ from mcp import ClientSession
 from mcp.shared.exceptions import McpError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent, Tool
 
-from waybill.common.settings import McpServerSpec, Settings
+from waybill.common.config_file import McpServerSpec
+from waybill.common.settings import Settings
 
 log = logging.getLogger("waybill.runner.mcp")
 # A server that fails to connect is tried once more at once, then only after
@@ -274,12 +275,18 @@ class McpToolbox:
 _toolbox: McpToolbox | None = None
 
 
-def mcp_toolbox(settings: Settings) -> McpToolbox:
-    """This process's toolbox (one connection per server, shared by every run)."""
+def open_mcp_toolbox(settings: Settings) -> McpToolbox:
+    """This process's toolbox (one connection per server, shared by every run), made
+    at the runner's start; its servers are reached when a run first asks."""
     global _toolbox
     if _toolbox is None:
         _toolbox = McpToolbox(settings.mcp_servers(), settings)
     return _toolbox
+
+
+async def mcp_tools() -> list[BaseTool]:
+    """The tools of this process's MCP servers (none before its toolbox is opened)."""
+    return await _toolbox.tools() if _toolbox is not None else []
 
 
 async def close_mcp_toolbox() -> None:

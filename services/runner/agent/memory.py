@@ -29,7 +29,12 @@ from langgraph.store.base import BaseStore, Item
 from waybill.common import codec
 from waybill.common.errors import ServiceError, invalid
 from waybill.common.secret_scan import refuse_stored_secrets
-from waybill.services.runner.owned_store import USERS, OutsideOwned, OwnedStore, owner_label
+from waybill.services.runner.persistence.owned_store import (
+    USERS,
+    OutsideOwned,
+    OwnedStore,
+    owner_label,
+)
 
 MEMORY = "memory"
 FACT_MAX_CHARS = 1000

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from langchain_core.tools import BaseTool
 
 from waybill.services.runner.agent.prompt import render_system_prompt
-from waybill.services.runner.conversation import closing_answer, unanswered_tool_calls
+from waybill.services.runner.run.conversation import closing_answer, unanswered_tool_calls
 
 
 @dataclass(frozen=True)

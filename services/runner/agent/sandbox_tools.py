@@ -14,11 +14,10 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
-from waybill.common.settings import get_settings
-from waybill.services.runner.agent.workspace import wait_for_snapshot, workspace_root
-from waybill.services.runner.run_journal import journal_of
-from waybill.services.runner.sandbox.leases import SANDBOXES
-from waybill.services.runner.sandbox.provider import ExecResult, LeaseRequest, SandboxUnavailable
+from waybill.common.config_file import SandboxSpec
+from waybill.services.runner.agent.workspace import wait_for_snapshot
+from waybill.services.runner.run.scope import RunScope
+from waybill.services.runner.sandbox.provider import ExecResult, SandboxUnavailable
 
 LIMIT_WORDS = {
     "cpu": "its CPU time limit ({cpu_seconds} s)",
@@ -29,32 +28,8 @@ LIMIT_WORDS = {
 }
 
 
-def _request(config: RunnableConfig) -> LeaseRequest:
-    configurable = config.get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if not thread_id:
-        raise ToolException("the sandbox needs a thread (its workspace)")
-    return LeaseRequest(
-        run_id=str(configurable.get("run_id") or ""),
-        epoch=int((config.get("metadata") or {}).get("run_epoch") or 0),
-        thread_id=str(thread_id),
-        workspace=workspace_root(str(thread_id)),
-    )
-
-
-def _note(config: RunnableConfig) -> Any:
-    journal = journal_of(config)
-
-    def note(record: dict[str, Any]) -> None:
-        if journal is not None:
-            journal.sink.emit("sandbox", record)
-
-    return note
-
-
-def _answer(result: ExecResult) -> str:
-    spec = get_settings().sandbox()
-    limits = spec.model_dump() if spec is not None else {}
+def _answer(result: ExecResult, spec: SandboxSpec | None) -> str:
+    limits: dict[str, Any] = spec.model_dump() if spec is not None else {}
     if result.limit_hit in LIMIT_WORDS:
         said = LIMIT_WORDS[result.limit_hit].format(**limits)
         raise ToolException(
@@ -72,12 +47,15 @@ def _answer(result: ExecResult) -> str:
 
 
 async def _run(config: RunnableConfig, argv: list[str]) -> str:
+    scope = RunScope.of(config)
+    if not scope.thread_id:
+        raise ToolException("the sandbox needs a thread (its workspace)")
     await _snapshot_taken(config)
     try:
-        result = await SANDBOXES.execute(_request(config), argv, _note(config))
+        result = await scope.sandbox.execute(argv)
     except SandboxUnavailable as error:
         raise ToolException(f"no sandbox: {error}") from None
-    return _answer(result)
+    return _answer(result, scope.limits.sandbox)
 
 
 async def _snapshot_taken(config: RunnableConfig) -> None:

@@ -15,9 +15,7 @@ may use (the same authorization as the lead agent's).
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -27,23 +25,18 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from waybill.common.settings import SubagentSpec, get_settings
-from waybill.services.runner.models import create_chat_model
-from waybill.services.runner.run_journal import journal_of
+from waybill.common.config_file import SubagentSpec
+from waybill.services.runner.graphs.chat_models import ModelCatalog, create_chat_model
+from waybill.services.runner.run.scope import RunScope
 
 ANSWER_RECORD_MAX = 2000
 
-# run id -> the run's subagent slots; gone once no task of the run holds them.
-_SLOTS: weakref.WeakValueDictionary[str, asyncio.Semaphore] = weakref.WeakValueDictionary()
 
-
-def find_subagent(name: Any) -> SubagentSpec | None:
-    return next((agent for agent in get_settings().subagents() if agent.name == name), None)
-
-
-def build_subagent(spec: SubagentSpec, tools: Sequence[BaseTool], model_name: str | None) -> Any:
+def build_subagent(
+    spec: SubagentSpec, tools: Sequence[BaseTool], model_name: str | None, models: ModelCatalog
+) -> Any:
     """The subagent's graph: its model, with its prompt, calling its tools until it answers."""
-    model = create_chat_model(spec.model or model_name)
+    model = create_chat_model(spec.model or model_name, models)
     model.metadata = {**(model.metadata or {}), "waybill_source": "subagents"}
     bound = model.bind_tools(list(tools)) if tools else model
 
@@ -64,22 +57,6 @@ def build_subagent(spec: SubagentSpec, tools: Sequence[BaseTool], model_name: st
     return builder.compile(checkpointer=False, name=spec.name)
 
 
-@asynccontextmanager
-async def _slot(run_id: str) -> AsyncIterator[None]:
-    slots = _SLOTS.get(run_id)
-    if slots is None:
-        slots = asyncio.Semaphore(get_settings().subagents_max_parallel)
-        _SLOTS[run_id] = slots
-    async with slots:
-        yield
-
-
-def _record(config: RunnableConfig, fields: dict[str, Any]) -> None:
-    journal = journal_of(config)
-    if journal is not None:
-        journal.sink.emit("subagent", fields)
-
-
 def _answer(call: dict[str, Any], text: str, status: str = "success") -> dict[str, Any]:
     message = ToolMessage(text, tool_call_id=call["id"], name="task", status=status)
     return {"messages": [message]}
@@ -92,10 +69,14 @@ async def run_task(
     model_name: str | None,
 ) -> dict[str, Any]:
     """One `task` call: its subagent's final reply as the call's tool message."""
+    # The subagent is a subgraph of its parent's run: the same attempt, fence and
+    # tool-call record, so it works in the parent's scope (its config is the task
+    # node's) and shares the parent's slots, journal, sandbox and workspace gate.
+    scope = RunScope.of(config)
     args = call.get("args") or {}
-    spec = find_subagent(args.get("subagent"))
+    spec = scope.limits.subagent(args.get("subagent"))
     if spec is None:
-        known = ", ".join(agent.name for agent in get_settings().subagents())
+        known = ", ".join(agent.name for agent in scope.limits.subagents)
         return _answer(call, f"no subagent {args.get('subagent')!r}; known: {known}", "error")
     tools = [t for t in run_tools if t.name in spec.tools]
     configurable = config.get("configurable") or {}
@@ -105,11 +86,13 @@ async def run_task(
         "namespace": str(configurable.get("checkpoint_ns") or ""),
     }
     limit = {"recursion_limit": 2 * spec.max_turns + 1}
-    async with _slot(str(configurable.get("run_id") or "")):
-        _record(config, {"action": "started", **seen, "tools": [t.name for t in tools]})
+    async with scope.subagent_slots:
+        scope.records.emit(
+            "subagent", {"action": "started", **seen, "tools": [t.name for t in tools]}
+        )
         status, text = "error", ""
         try:
-            graph = build_subagent(spec, tools, model_name)
+            graph = build_subagent(spec, tools, model_name, scope.limits.models)
             prompt = HumanMessage(str(args.get("prompt") or ""))
             result = await graph.ainvoke({"messages": [prompt]}, {**config, **limit})
             status, text = "success", _final_text(result)
@@ -122,7 +105,8 @@ async def run_task(
             text = f"subagent {spec.name!r} failed: {type(error).__name__}: {error}"
         finally:
             answer = text[:ANSWER_RECORD_MAX]
-            _record(config, {"action": "ended", **seen, "status": status, "answer": answer})
+            ended = {"action": "ended", **seen, "status": status, "answer": answer}
+            scope.records.emit("subagent", ended)
     return _answer(call, text, "success" if status == "success" else "error")
 
 

@@ -29,8 +29,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from waybill.common.settings import SummarizationSection
-from waybill.services.runner.run_journal import MIDDLEWARE_TAG
+from waybill.common.config_file import SummarizationSection
+from waybill.services.runner.reporting.run_journal import MIDDLEWARE_TAG
 
 SUMMARY_PROMPT = """Summarize the conversation below for the assistant that continues it:
 what the user wants, what was decided and done (files, tool results), what is still

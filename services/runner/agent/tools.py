@@ -22,11 +22,10 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
-from waybill.common.auth_mode import sandbox_offered
-from waybill.common.settings import SubagentSpec, get_settings
+from waybill.common.config_file import SubagentSpec
 from waybill.services.runner.agent.sandbox_tools import SANDBOX_TOOLS
 from waybill.services.runner.agent.workspace import WORKSPACE_TOOLS
-from waybill.services.runner.tool_calls import idempotent
+from waybill.services.runner.effects.tool_calls import idempotent
 
 
 @tool
@@ -99,22 +98,26 @@ for _tool in [*CATALOG.values(), *SANDBOX_TOOLS]:
     idempotent(_tool, _tool.name in IDEMPOTENT_TOOLS)
 
 
-def available() -> dict[str, BaseTool]:
-    """The catalog, with the sandbox's tools and `task` when the config has a
-    `sandbox` section (that allows them, with auth off) and `subagents`."""
-    settings = get_settings()
+def available(
+    sandbox_offered: bool = False, subagents: Sequence[SubagentSpec] = ()
+) -> dict[str, BaseTool]:
+    """The catalog, with the sandbox's tools when the run's limits offer them (a
+    `sandbox` section that allows them, with auth off) and `task` when the config
+    names `subagents`."""
     tools = dict(CATALOG)
-    if sandbox_offered(settings):
+    if sandbox_offered:
         tools.update((t.name, t) for t in SANDBOX_TOOLS)
-    if settings.subagents():
-        tools[TASK] = task_tool(settings.subagents())
+    if subagents:
+        tools[TASK] = task_tool(subagents)
     return tools
 
 
-def with_extra_tools(extra: Iterable[BaseTool]) -> dict[str, BaseTool]:
+def with_extra_tools(
+    extra: Iterable[BaseTool], sandbox_offered: bool, subagents: Sequence[SubagentSpec]
+) -> dict[str, BaseTool]:
     """The available tools and tools from elsewhere (MCP servers); a name already
     taken stays the first tool's."""
-    catalog = available()
+    catalog = available(sandbox_offered, subagents)
     for found in extra:
         catalog.setdefault(found.name, found)
     return catalog

@@ -4,7 +4,8 @@ Paths are relative to the workspace root. Absolute paths, `..` and symbolic
 links (anywhere on the path, whatever they point to) are refused with a tool
 error that says why: the tools run with the runner's rights while a sandbox's
 uid may change the tree under them, so every access goes from the root's
-descriptor through common/workspace_fs.py.
+descriptor through common/workspace_paths.py (and its siblings
+workspace_writes.py, workspace_tree.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import grpc
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
-from waybill.common import workspace_fs
+from waybill.common import workspace_paths, workspace_tree, workspace_writes
 from waybill.common.errors import ServiceError
-from waybill.common.settings import get_settings
+from waybill.services.runner.run.scope import RunScope
 
 MAX_READ_BYTES = 256 * 1024
 SNAPSHOT_WAIT_SECONDS = 60.0
@@ -56,44 +57,34 @@ class SnapshotGate:
             raise ToolException(f"the workspace cannot be changed: {self.failure}")
 
 
-# (run id, epoch) -> its gate, for the runs whose workspace is verified (see
-# execution.py). By epoch too: a run taken over on the runner that still winds its
-# older epoch down has two executions at once, each with its own gate.
-SNAPSHOT_GATES: dict[tuple[str, int], SnapshotGate] = {}
-
-
 def wait_for_snapshot(config: RunnableConfig) -> None:
-    """Before changing a file: this run's workspace snapshot must be taken."""
-    run_id = str((config.get("configurable") or {}).get("run_id"))
-    epoch = (config.get("metadata") or {}).get("run_epoch")  # stamped by run_config
-    gate = SNAPSHOT_GATES.get((run_id, int(epoch))) if epoch is not None else None
-    if gate is None:  # a config without the stamp: the run's newest epoch
-        gates = [key for key in SNAPSHOT_GATES if key[0] == run_id]
-        gate = SNAPSHOT_GATES.get(max(gates)) if gates else None
+    """Before changing a file: this run's workspace snapshot must be taken. The gate
+    is the attempt's own (its scope's): a run taken over on the runner that still
+    winds its older epoch down has two executions at once, each with its gate."""
+    gate = RunScope.of(config).snapshot_gate
     if gate is not None:
         gate.wait()
 
 
-def workspace_root(thread_id: str) -> Path:
-    root = get_settings().workspaces_path() / thread_id
+def workspace_root(workspaces: Path, thread_id: str) -> Path:
+    root = workspaces / thread_id
     root.mkdir(parents=True, exist_ok=True)
     return root.resolve()
 
 
-def remove_workspace(thread_id: str) -> None:
+def remove_workspace(workspaces: Path, thread_id: str) -> None:
     """Delete a thread's workspace with everything in it, at any depth (gone
     already is fine; a link in its place is removed, never followed)."""
-    workspace_fs.remove_tree(get_settings().workspaces_path() / thread_id)
+    workspace_tree.remove_tree(workspaces / thread_id)
 
 
-async def remove_workspace_off_loop(thread_id: str) -> None:
-    """`remove_workspace` within WAYBILL_WORKSPACE_IO_SECONDS; a workspace that
-    cannot be removed is UNAVAILABLE (its thread is kept: thread_removal.py)."""
+async def remove_workspace_off_loop(workspaces: Path, io_seconds: float, thread_id: str) -> None:
+    """`remove_workspace` within `io_seconds` (WAYBILL_WORKSPACE_IO_SECONDS); a
+    workspace that cannot be removed is UNAVAILABLE (its thread is kept:
+    thread_removal.py)."""
     try:
-        await workspace_fs.off_loop(
-            get_settings().workspace_io_seconds, remove_workspace, thread_id
-        )
-    except (OSError, workspace_fs.WorkspacePathError) as error:
+        await workspace_paths.off_loop(io_seconds, remove_workspace, workspaces, thread_id)
+    except (OSError, workspace_paths.WorkspacePathError) as error:
         raise ServiceError(
             grpc.StatusCode.UNAVAILABLE, f"the thread's workspace cannot be removed: {error}"
         ) from error
@@ -102,14 +93,16 @@ async def remove_workspace_off_loop(thread_id: str) -> None:
 @contextlib.contextmanager
 def opened_workspace(config: RunnableConfig) -> Iterator[int]:
     """This thread's workspace root as a directory descriptor: every file tool
-    resolves its path from it (common/workspace_fs.py), never by name."""
-    thread_id = (config.get("configurable") or {}).get("thread_id")
-    if not thread_id:
+    resolves its path from it (common/workspace_paths.py), never by name."""
+    scope = RunScope.of(config)
+    if not scope.thread_id:
         raise ToolException("workspace tools need a thread")
     try:
-        with workspace_fs.opened_root(workspace_root(str(thread_id))) as root:
+        with workspace_paths.opened_root(
+            workspace_root(scope.limits.workspaces, scope.thread_id)
+        ) as root:
             yield root
-    except workspace_fs.WorkspacePathError as error:
+    except workspace_paths.WorkspacePathError as error:
         raise ToolException(str(error)) from error
 
 
@@ -119,13 +112,13 @@ def _checked(relative: str) -> str:
     if relative.startswith(("/", "\\")):
         raise ToolException(f"path {relative!r} must be relative to the workspace root")
     try:
-        return "/".join(workspace_fs.parts_of(relative))
-    except workspace_fs.BadPath as error:
+        return "/".join(workspace_paths.parts_of(relative))
+    except workspace_paths.BadPath as error:
         raise ToolException(f"path {relative!r} leaves the workspace; stay inside it") from error
 
 
-def _refused(path: str, error: workspace_fs.WorkspacePathError) -> ToolException:
-    if isinstance(error, workspace_fs.LinkRefused):
+def _refused(path: str, error: workspace_paths.WorkspacePathError) -> ToolException:
+    if isinstance(error, workspace_paths.LinkRefused):
         return ToolException(
             f"path {path!r} goes through a link, which leaves the workspace or may; "
             "links are not followed"
@@ -135,18 +128,18 @@ def _refused(path: str, error: workspace_fs.WorkspacePathError) -> ToolException
 
 def _read_text(root: int, path: str, limit: int | None = None) -> str:
     try:
-        data = workspace_fs.read_bytes(root, _checked(path), limit)
-    except workspace_fs.WorkspaceMissing as error:
+        data = workspace_paths.read_bytes(root, _checked(path), limit)
+    except workspace_paths.WorkspaceMissing as error:
         raise ToolException(f"no file {path!r} in the workspace") from error
-    except workspace_fs.WorkspacePathError as error:
+    except workspace_paths.WorkspacePathError as error:
         raise _refused(path, error) from error
     return data.decode("utf-8", errors="replace")
 
 
 def _write_text(root: int, path: str, content: str) -> None:
     try:
-        workspace_fs.write_bytes(root, _checked(path), content.encode())
-    except workspace_fs.WorkspacePathError as error:
+        workspace_writes.write_bytes(root, _checked(path), content.encode())
+    except workspace_paths.WorkspacePathError as error:
         raise _refused(path, error) from error
     except OSError as error:
         raise ToolException(f"cannot write {path!r}: {error.strerror}") from error
@@ -174,14 +167,14 @@ def list_files(config: RunnableConfig, path: str = ".") -> list[str]:
     folder = "" if path in ("", ".") else _checked(path)
     with opened_workspace(config) as root:
         try:
-            base = workspace_fs.open_dir(root, folder or ".")
-        except workspace_fs.LinkRefused as error:
+            base = workspace_paths.open_dir(root, folder or ".")
+        except workspace_paths.LinkRefused as error:
             raise _refused(path, error) from error
-        except workspace_fs.WorkspacePathError as error:
+        except workspace_paths.WorkspacePathError as error:
             raise ToolException(f"no folder {path!r} in the workspace") from error
         try:
-            found = [p for p, _, _ in workspace_fs.walk_files(base)]
-        except workspace_fs.WorkspacePathError as error:
+            found = [p for p, _, _ in workspace_tree.walk_files(base)]
+        except workspace_paths.WorkspacePathError as error:
             raise ToolException(str(error)) from error
         finally:
             os.close(base)
@@ -207,7 +200,7 @@ def edit_file(path: str, old: str, new: str, config: RunnableConfig) -> str:
 def present_files(paths: list[str], config: RunnableConfig) -> str:
     """Declare which workspace files are the deliverables of this run."""
     with opened_workspace(config) as root:
-        missing = [p for p in paths if not workspace_fs.is_regular_file(root, _checked(p))]
+        missing = [p for p in paths if not workspace_paths.is_regular_file(root, _checked(p))]
     if missing:
         raise ToolException(f"cannot present files that do not exist: {', '.join(missing)}")
     return f"presented {len(paths)} file(s): {', '.join(paths)}"

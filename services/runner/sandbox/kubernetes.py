@@ -32,7 +32,7 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from waybill.common.settings import KubernetesSandboxSpec, get_settings
+from waybill.common.config_file import KubernetesSandboxSpec
 from waybill.services.runner.sandbox.provider import (
     SIGNAL_EXIT,
     WORKSPACE_MOUNT,
@@ -55,11 +55,15 @@ DEADLINE_MARGIN_SECONDS = 300
 
 
 def pod_manifest(
-    name: str, request: LeaseRequest, spec: KubernetesSandboxSpec, limits: Limits
+    name: str,
+    request: LeaseRequest,
+    spec: KubernetesSandboxSpec,
+    limits: Limits,
+    run_timeout_seconds: float,
 ) -> dict[str, Any]:
     """The pod a lease creates (validated against the Kubernetes schemas in tests)."""
     memory = f"{limits.memory_bytes // (1024 * 1024)}Mi"
-    deadline = int(get_settings().run_timeout_seconds) + DEADLINE_MARGIN_SECONDS
+    deadline = int(run_timeout_seconds) + DEADLINE_MARGIN_SECONDS
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -264,14 +268,17 @@ def _client(api: ApiServer) -> httpx.AsyncClient:
 class KubernetesProvider:
     name = "kubernetes"
 
-    def __init__(self, spec: KubernetesSandboxSpec, limits: Limits) -> None:
+    def __init__(
+        self, spec: KubernetesSandboxSpec, limits: Limits, run_timeout_seconds: float
+    ) -> None:
         self.spec = spec
         self.limits = limits
+        self.run_timeout_seconds = run_timeout_seconds  # a pod outlives no run
 
     async def lease(self, request: LeaseRequest) -> Sandbox:
         api = ApiServer.of(self.spec)
         name = f"waybill-sandbox-{uuid.uuid4().hex[:12]}"
-        manifest = pod_manifest(name, request, self.spec, self.limits)
+        manifest = pod_manifest(name, request, self.spec, self.limits, self.run_timeout_seconds)
         pods = f"/api/v1/namespaces/{self.spec.namespace}/pods"
         sandbox = KubernetesSandbox(name, api, self.spec, self.limits)
         async with _client(api) as client:

@@ -26,6 +26,9 @@ runs with what holds and lists the rest in the lease record (`not_enforced`);
 `unconfined` is a plain subprocess in the workspace with resource limits only
 (it reads the host's files and reaches its network), for machines that allow
 nothing else, and only when asked for.
+
+The command line is built in bwrap.py; what this machine allows is probed in
+confinement.py.
 """
 
 from __future__ import annotations
@@ -35,17 +38,36 @@ import contextlib
 import logging
 import os
 import random
-import shutil
-import subprocess
 import uuid
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-from waybill.common.workspace_fs import remove_tree
+from waybill.common.workspace_tree import remove_tree
 from waybill.services.runner.sandbox import cgroups, seccomp, workspace_copy
+from waybill.services.runner.sandbox.bwrap import (
+    BASH,
+    GROUP,
+    GROUP_FD,
+    INSIDE,
+    OUTSIDE,
+    PASSWD,
+    PASSWD_FD,
+    SECCOMP_FD,
+    SYSTEM_PATH,
+    THROWAWAY_UIDS,
+    UNCONFINED,
+    WORKSPACE_OUT_FD,
+    bwrap_options,
+    dies_with_runner,
+    drop_uid,
+)
+from waybill.services.runner.sandbox.confinement import (
+    CONFINED,
+    UNCONFINED_GIVES_UP,
+    machine,
+    no_cgroup,
+)
 from waybill.services.runner.sandbox.provider import (
-    WORKSPACE_MOUNT,
     ExecResult,
     LeaseRequest,
     Limits,
@@ -57,152 +79,8 @@ from waybill.services.runner.sandbox.spawn import Spawned
 
 log = logging.getLogger("waybill.runner.sandbox")
 
-BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
-BASH = shutil.which("bash") or "/bin/bash"
-SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SANDBOX_UID = 1000
-THROWAWAY_UIDS = (1_000_000, 2_000_000_000)
-TMP_BYTES = 64 * 1024 * 1024
 CGROUP_PREFIX = "waybill-"  # then the runner's pid: a dead runner's cgroups are swept
 OWN_PROCESSES = 4  # the sandbox's own (bwrap, its init, the shell around the command, tar)
-
-# The descriptors a command is given: the workspace's way back, the seccomp
-# program, /etc/passwd and /etc/group.
-WORKSPACE_OUT_FD, SECCOMP_FD, PASSWD_FD, GROUP_FD = 3, 10, 11, 12
-PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/bash\n"
-GROUP = f"sandbox:x:{SANDBOX_UID}:\n"
-
-# Outside the sandbox, before bwrap: close whatever the runner left open (but the
-# descriptors given), join the sandbox's cgroup, then run what follows.
-#   $1: how many cgroup.procs files follow; then them; then the command.
-OUTSIDE = r"""
-for fd in /proc/self/fd/*; do
-  fd=${fd##*/}
-  case $fd in 0|1|2|3|10|11|12) ;; *) { exec {fd}>&-; } 2>/dev/null || true ;; esac
-done
-n=$1; shift
-while [ "$n" -gt 0 ]; do
-  echo $$ > "$1" || { echo "waybill: cannot join the sandbox's cgroup ($1)" >&2; exit 125; }
-  shift; n=$((n - 1))
-done
-cd / && exec /usr/bin/env -i "$@"
-"""
-
-# Inside, as uid 1000: the workspace in from stdin, the command under its limits
-# (without the way back), every process it left killed, the workspace out on fd 3.
-#   $1-$4: cpu seconds, address space, processes, file size; then the command.
-INSIDE = r"""
-cpu=$1 memory=$2 nproc=$3 fsize=$4
-shift 4
-if ! tar -x -f - -C /workspace --no-same-owner 2>/tmp/.waybill-copy-in; then
-  # Nothing runs on part of a workspace, and nothing comes back (it stays whole).
-  echo "waybill: the workspace does not fit in the sandbox's disk limit" >&2
-  cat /tmp/.waybill-copy-in >&2
-  exit 125
-fi
-rm -f /tmp/.waybill-copy-in
-exec 0</dev/null
-cd /workspace
-/usr/bin/prlimit --cpu=$cpu:$((cpu + 1)) --as=$memory --nproc=$nproc --fsize=$fsize -- \
-  "$@" 3>&-
-status=$?
-while kill -KILL -1 2>/dev/null; do :; done
-tar -c -f - -C /workspace . >&3 2>/dev/null
-exit $status
-"""
-
-# Without confinement (`unconfined`, asked for): the descriptors closed, the
-# workspace as the directory.
-UNCONFINED = r"""
-for fd in /proc/self/fd/*; do
-  fd=${fd##*/}
-  if [ "$fd" -gt 2 ]; then { exec {fd}>&-; } 2>/dev/null || true; fi
-done
-cd "$1" && shift && exec "$@"
-"""
-
-# What each mode confines, for the lease record, and what `unconfined` gives up.
-CONFINED = ["user", "pid", "mount", "ipc", "uts", "cgroupns", "pivot_root", "uid"]
-CONFINED += ["no-capabilities", "no_new_privs", "seccomp"]
-LIMITS = ("memory", "processes", "disk")
-UNCONFINED_GIVES_UP = ["namespaces", "filesystem", "network", "environment", *LIMITS]
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What this machine lets the runner do, probed once per process."""
-
-    bwrap: str | None  # None: bubblewrap works; otherwise why not
-    as_root: bool
-
-    def refusal(self) -> str:
-        return f"the local sandbox needs bubblewrap with user namespaces: {self.bwrap}"
-
-
-def _bwrap_probe_argv(as_root: bool) -> list[str]:
-    drop = _drop_uid(random.randrange(*THROWAWAY_UIDS)) if as_root else []
-    base = [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
-    links = [
-        part
-        for link in ("bin", "lib", "lib64")
-        for part in ("--symlink", f"usr/{link}", f"/{link}")
-    ]
-    return [*drop, *base, "--ro-bind", "/usr", "/usr", *links]
-
-
-@lru_cache(maxsize=1)
-def machine() -> Machine:
-    as_root = os.geteuid() == 0
-    if not os.path.exists(BWRAP):
-        return Machine("no `bwrap` on this machine (Debian: apt-get install bubblewrap)", as_root)
-    try:
-        seccomp.program()
-    except Exception as error:  # libseccomp missing or refusing: the reason is the finding
-        return Machine(f"no seccomp filter ({type(error).__name__}: {error})", as_root)
-    argv = [*_bwrap_probe_argv(as_root), "--", "/usr/bin/true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return Machine(f"bwrap did not run ({error})", as_root)
-    if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip()[:300]
-        return Machine(f"bwrap refused ({said or done.returncode})", as_root)
-    return Machine(None, as_root)
-
-
-def check(limits: Limits) -> tuple[str | None, list[str]]:
-    """(why the sandbox is refused, or None; the limits that would not hold) on
-    this machine under `limits`: what `waybill doctor` says, and a lease does."""
-    if limits.confinement == "unconfined":
-        return None, list(UNCONFINED_GIVES_UP)
-    found = machine()
-    if found.bwrap is not None:
-        return found.refusal(), list(UNCONFINED_GIVES_UP)
-    try:
-        group = cgroups.create(
-            f"waybill-probe-{uuid.uuid4().hex[:8]}", 1 << 30, 64, limits.cgroup_parent
-        )
-    except cgroups.CgroupUnavailable as error:
-        not_enforced = ["memory"]
-        if limits.confinement == "strict":
-            return _no_cgroup(error), not_enforced
-        return None, not_enforced
-    group.remove()
-    return None, []
-
-
-def _no_cgroup(error: Exception) -> str:
-    return (
-        f"no cgroup for the sandbox's memory and processes ({error}); give the runner "
-        "one (sandbox.cgroup_parent, a cgroup delegated to its user) or set "
-        "`confinement: best_effort`"
-    )
-
-
-def _drop_uid(uid: int) -> list[str]:
-    return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-
 
 _uids_in_use: set[int] = set()
 
@@ -213,36 +91,6 @@ def _throwaway_uid() -> int:
         if uid not in _uids_in_use:
             _uids_in_use.add(uid)
             return uid
-
-
-def bwrap_options(limits: Limits) -> list[str]:
-    """The sandbox's namespaces and private root (see the module's docstring)."""
-    found = [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns"]
-    found += ["--share-net"] if limits.network else []
-    found += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    found += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    found += ["--ro-bind", "/usr", "/usr"]
-    for link in ("bin", "lib", "lib64", "sbin"):
-        found += ["--symlink", f"usr/{link}", f"/{link}"]
-    found += ["--dev", "/dev", "--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
-    found += ["--proc", "/proc", "--ro-bind", "/dev/null", "/proc/cmdline"]
-    found += ["--perms", "0755", "--size", str(1 << 20), "--tmpfs", "/etc"]
-    for name in ("ld.so.cache", "hosts", "resolv.conf", "alternatives", "ssl", "localtime"):
-        found += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    found += ["--file", str(PASSWD_FD), "/etc/passwd", "--file", str(GROUP_FD), "/etc/group"]
-    found += ["--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", "/tmp"]
-    found += ["--size", str(limits.disk_bytes), "--perms", "0755", "--tmpfs", WORKSPACE_MOUNT]
-    found += ["--remount-ro", "/etc", "--remount-ro", "/dev", "--remount-ro", "/"]
-    found += ["--chdir", WORKSPACE_MOUNT, "--clearenv"]
-    for name, value in (
-        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        ("HOME", WORKSPACE_MOUNT),
-        ("LANG", "C.UTF-8"),
-        ("TMPDIR", "/tmp"),
-        ("USER", "sandbox"),
-    ):
-        found += ["--setenv", name, value]
-    return [*found, "--seccomp", str(SECCOMP_FD)]
 
 
 @dataclass
@@ -288,7 +136,7 @@ class LocalSandbox:
     def _argv(self, command: list[str]) -> list[str]:
         limits = self.limits
         procs = self.cgroup.procs_files if self.cgroup is not None else []
-        drop = _drop_uid(self.uid) if self.uid is not None else []
+        drop = drop_uid(self.uid) if self.uid is not None else []
         inside = [
             BASH,
             "-c",
@@ -303,7 +151,7 @@ class LocalSandbox:
         outside = [BASH, "-c", OUTSIDE, "outside", str(len(procs)), *procs]
         # bwrap dies with the runner (its sandbox with bwrap: --die-with-parent). Set
         # after the uid is dropped: a change of credentials clears it.
-        with_runner = [SETPRIV, "--pdeathsig", "KILL", "--"]
+        with_runner = dies_with_runner()
         return [*outside, *drop, *with_runner, *bwrap_options(limits), "--", *inside]
 
     async def _execute_confined(self, argv: list[str]) -> ExecResult:
@@ -361,7 +209,7 @@ class LocalSandbox:
         command = [BASH, "-c", UNCONFINED, "unconfined", str(self.workspace), "prlimit"]
         command += [f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}"]
         command += [f"--as={limits.memory_bytes}", f"--fsize={limits.file_bytes}", "--", *argv]
-        with_runner = [SETPRIV, "--pdeathsig", "KILL", "--"]
+        with_runner = dies_with_runner()
         env = {"PATH": SYSTEM_PATH, "HOME": str(self.workspace)}
         process = Spawned([*with_runner, *command], env)
         self._running.add(process)
@@ -462,7 +310,7 @@ class LocalProvider:
             )
         except cgroups.CgroupUnavailable as error:
             if limits.confinement == "strict":
-                raise SandboxUnavailable(_no_cgroup(error)) from None
+                raise SandboxUnavailable(no_cgroup(error)) from None
             log.warning(
                 "sandbox %s: best effort, memory not limited as a whole (%s)", sandbox_id, error
             )
@@ -470,4 +318,4 @@ class LocalProvider:
         return group, []
 
 
-__all__ = ["WORKSPACE_MOUNT", "LocalProvider", "LocalSandbox", "check", "machine"]
+__all__ = ["LocalProvider", "LocalSandbox"]

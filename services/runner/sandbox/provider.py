@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from waybill.common.settings import SandboxSpec
+from waybill.common.config_file import SandboxSpec
 
 WORKSPACE_MOUNT = "/workspace"
 
@@ -163,14 +163,3 @@ class SandboxProvider(Protocol):
 
 class SandboxUnavailable(RuntimeError):
     """No sandbox could be leased (the tool call fails; the run goes on)."""
-
-
-def provider_for(spec: SandboxSpec) -> SandboxProvider:
-    limits = Limits.of(spec)
-    if spec.provider == "kubernetes":
-        from waybill.services.runner.sandbox.kubernetes import KubernetesProvider
-
-        return KubernetesProvider(spec.kubernetes, limits)
-    from waybill.services.runner.sandbox.local import LocalProvider
-
-    return LocalProvider(limits)

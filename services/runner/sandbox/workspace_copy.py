@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from waybill.common.workspace_fs import exchange, remove_tree
+from waybill.common.workspace_tree import remove_tree
+from waybill.common.workspace_writes import exchange
 
 MAX_ENTRIES = 200_000  # files, folders and links one workspace may hold
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -221,7 +222,7 @@ def swap_in(incoming: Path, workspace: Path) -> None:
     workspace never goes missing: a host write in between would make a new, empty
     one there, and the copy's rename over it would fail, losing the workspace."""
     if exchange(incoming, workspace):
-        remove_tree(incoming)  # now the old one (common/workspace_fs.py: any depth)
+        remove_tree(incoming)  # now the old one (common/workspace_tree.py: any depth)
         return
     old = workspace.with_name(f".{workspace.name}.old-{os.getpid()}-{id(incoming)}")
     os.rename(workspace, old)

@@ -1,10 +1,11 @@
 // Operations: runs by status across threads (queued, running, stuck), token
 // usage over time per model and per user, crons with their next firing, and
-// the chat channels' bindings. All from the public API: the runs are read
-// thread by thread (the newest threads first), as `waybill runs ls` does.
+// the chat channels' bindings, and the caller's quotas (limits beside their use).
+// All from the public API: the runs are read thread by thread (the newest
+// threads first), as `waybill runs ls` does.
 
 import { html, useState } from "../../vendor/preact-htm.js";
-import { get, post } from "../api.js";
+import { ApiError, get, post } from "../api.js";
 import { StackedBars } from "../chart.js";
 import { ErrorBox, Loading, Status, ago, short, useLoad, when } from "../ui.js";
 import { RunsTable } from "./thread.js";
@@ -72,6 +73,7 @@ export function OperationsPage() {
         <div class="card"><h2>Tokens over time, per model</h2><${StackedBars} testid="usage-by-model" ...${usageOverTime(all)} /></div>
         <${UsageByUser} />
       </div>`}<//>
+    <${Quotas} />
     <div class="grid"><${Crons} /><${Channels} /></div>
   </section>`;
 }
@@ -138,4 +140,85 @@ function Channels() {
           <td>${c.assistant_id ?? "lead_agent"}</td><td>${c.threads ?? "chat"}</td><td>${c.busy ?? "reject"}</td><td class="mono">${c.inbound_path ?? (c.mode === "polling" ? "polls" : "")}</td></tr>`)}
         </tbody></table>`
       : html`<p class="muted">No chat channel is configured.</p>`}<//></div>`;
+}
+
+// ---- quotas: GET /quotas/me, and /quotas/{principal} for admins ----
+
+// A limit with a use counted against it: [limit, its label, use, its label, kind].
+const METERED = [
+  ["max_active_runs", "active runs", "active_runs", "active runs", "count"],
+  ["max_pending_runs", "pending runs", "pending_runs", "pending runs", "count"],
+  ["runs_per_minute", "runs per minute", "runs_this_minute", "runs this minute", "count"],
+  ["tokens_per_day", "tokens per day", "tokens_today", "tokens today", "count"],
+  ["cost_per_day", "cost per day", "cost_today", "cost today", "cost"],
+];
+// A limit on one run or one request, with no running total: [limit, label, kind].
+const BOUNDS = [
+  ["burst", "creations at once (burst)", "count"],
+  ["max_tokens", "tokens per run", "count"],
+  ["max_cost", "cost per run", "cost"],
+  ["requests_per_second", "requests per second, per key and gateway", "count"],
+];
+const isSet = (value) => value !== null && value !== undefined;
+
+export function amount(value, kind = "count") {
+  const n = Number(value ?? 0);
+  if (kind === "cost" && n > 0 && n < 0.01) return n.toPrecision(2);
+  return n.toLocaleString("en-US", { maximumFractionDigits: kind === "cost" ? 2 : 0 });
+}
+
+function Quotas() {
+  const mine = useLoad(() => get("/quotas/me"), []);
+  const [name, setName] = useState("");
+  const [asked, setAsked] = useState("");
+  const theirs = useLoad(() => (asked ? get(`/quotas/${encodeURIComponent(asked)}`) : null), [asked]);
+  return html`<div class="card" data-testid="quotas">
+    <div class="spread"><h2>Quotas</h2><button class="secondary" onClick=${mine.reload}>Refresh</button></div>
+    <${Loading} state=${mine}>${(report) => html`<${QuotaReport} report=${report} testid="quota-me" />`}<//>
+    <form class="row" onSubmit=${(e) => { e.preventDefault(); setAsked(name.trim()); }}>
+      <input name="principal" placeholder="another principal's user id (admins only)" value=${name} onInput=${(e) => setName(e.target.value)} style=${{ flex: 1 }} />
+      <button type="submit">Look up</button>
+    </form>
+    ${!asked ? null
+      : theirs.loading || (!theirs.data && !theirs.error) ? html`<p class="muted">Loading…</p>`
+      : theirs.error ? html`<div class="error" role="alert" data-testid="quota-lookup-error">${lookupFailure(asked, theirs.error)}</div>`
+      : html`<${QuotaReport} report=${theirs.data} testid="quota-lookup" />`}
+  </div>`;
+}
+
+function lookupFailure(principal, error) {
+  const detail = error instanceof ApiError && typeof error.detail === "string" ? error.detail : String(error.message || error);
+  if (error?.status === 403) return `Not allowed: only admins may read another principal's quota (${principal}'s was asked).`;
+  if (error?.status === 404) return `No quota found for ${principal}. (${detail})`;
+  return `Could not read ${principal}'s quota: ${detail}`;
+}
+
+function QuotaReport({ report, testid }) {
+  const { limits = {}, use = {} } = report;
+  const metered = METERED.filter(([limit]) => isSet(limits[limit]));
+  const bounds = BOUNDS.filter(([limit]) => isSet(limits[limit]));
+  const unset = [...METERED, ...BOUNDS].filter(([limit]) => !isSet(limits[limit]));
+  const who = html`<strong class="mono">${report.principal}</strong>`;
+  if (!metered.length && !bounds.length) {
+    return html`<p class="notice" data-testid=${testid} data-principal=${report.principal}>No quota is configured for ${who}: nothing limits their runs or spend.</p>`;
+  }
+  return html`<div data-testid=${testid} data-principal=${report.principal}>
+    <h3>${who}</h3>
+    ${metered.length ? html`<table><thead><tr><th>use</th><th>now / limit</th><th></th></tr></thead><tbody>
+      ${metered.map(([limit, , used, label, kind]) => {
+        const share = limits[limit] > 0 ? Math.min(1, (use[used] ?? 0) / limits[limit]) : 1;
+        const tone = share >= 1 ? "bar error" : share >= 0.8 ? "bar warn" : "bar";
+        return html`<tr key=${limit} data-limit=${limit} data-use=${use[used] ?? 0} data-value=${limits[limit]}>
+          <td>${label}</td><td class="mono">${amount(use[used], kind)} / ${amount(limits[limit], kind)}</td>
+          <td><div class="meter" title=${`${Math.round(share * 100)} %`}><div class=${tone} style=${{ width: `${share * 100}%` }}></div></div></td></tr>`;
+      })}</tbody></table>` : null}
+    ${bounds.length ? html`<p class="muted">${bounds.map(([limit, label, kind], i) => html`${i ? "; " : ""}<span data-limit=${limit} data-value=${limits[limit]}>${label}: ${amount(limits[limit], kind)}</span>`)}.</p>` : null}
+    ${unset.length ? html`<p class="muted">No limit on: ${unset.map(([, label]) => label).join(", ")}.</p>` : null}
+    <p class="muted" data-resets-at=${report.resets_at}>The day's tokens and cost start again ${when(report.resets_at)} (${until(report.resets_at)}).</p>
+  </div>`;
+}
+
+function until(iso) {
+  const minutes = Math.max(0, Math.round((new Date(iso).getTime() - Date.now()) / 60_000));
+  return minutes < 60 ? `in ${minutes} min` : `in ${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }

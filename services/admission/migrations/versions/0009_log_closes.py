@@ -1,7 +1,7 @@
 """the journal logs admission still owes a close
 
 Every terminal write leaves a row here in its own transaction; admission closes
-the run's log once `close_at` has passed (see services/admission/log_closes.py).
+the run's log once `close_at` has passed (see services/admission/runs/log_closes.py).
 
 Revision ID: 0009
 """

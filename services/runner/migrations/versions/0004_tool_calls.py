@@ -2,7 +2,7 @@
 
 A run's takeover resumes from its last checkpoint; this record lets the calls
 made after that checkpoint answer from what they recorded instead of running
-again (services/runner/tool_calls.py). Rows are written under the run's fence
+again (services/runner/effects/tool_calls.py). Rows are written under the run's fence
 (run_fences), and removed when the run ends, with its thread, or by a rollback.
 
 Revision ID: 0004

@@ -1,0 +1,1 @@
+"""Assistants: a graph with default config and context, versioned; their rows."""

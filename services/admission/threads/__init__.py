@@ -1,0 +1,1 @@
+"""Threads: their RPCs, rows, searches, removal across the services, and TTLs."""
