@@ -21,8 +21,10 @@ THROWAWAY_UIDS = (1_000_000, 2_000_000_000)
 TMP_BYTES = 64 * 1024 * 1024
 
 # The descriptors a command is given: the workspace's way back, the seccomp
-# program, /etc/passwd and /etc/group.
-WORKSPACE_OUT_FD, SECCOMP_FD, PASSWD_FD, GROUP_FD = 3, 10, 11, 12
+# program, /etc/passwd and /etc/group, and the lifeline (a pipe whose only
+# writing end the runner holds, never written: it reads end-of-file once the
+# runner has gone, however it went).
+WORKSPACE_OUT_FD, SECCOMP_FD, PASSWD_FD, GROUP_FD, LIFELINE_FD = 3, 10, 11, 12, 13
 PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/bash\n"
 GROUP = f"sandbox:x:{SANDBOX_UID}:\n"
 
@@ -32,7 +34,7 @@ GROUP = f"sandbox:x:{SANDBOX_UID}:\n"
 OUTSIDE = r"""
 for fd in /proc/self/fd/*; do
   fd=${fd##*/}
-  case $fd in 0|1|2|3|10|11|12) ;; *) { exec {fd}>&-; } 2>/dev/null || true ;; esac
+  case $fd in 0|1|2|3|10|11|12|13) ;; *) { exec {fd}>&-; } 2>/dev/null || true ;; esac
 done
 n=$1; shift
 while [ "$n" -gt 0 ]; do
@@ -42,10 +44,15 @@ done
 cd / && exec /usr/bin/env -i "$@"
 """
 
-# Inside, as uid 1000: the workspace in from stdin, the command under its limits
-# (without the way back), every process it left killed, the workspace out on fd 3.
+# Inside, as uid 1000: a watcher that kills every process of the sandbox once the
+# lifeline ends (the runner gone: bwrap's own death signal is set late in its
+# setup and is lost to a runner that dies before it), the workspace in from
+# stdin, the command under its limits (without the way back or the lifeline),
+# every process it left killed (the watcher too), the workspace out on fd 3.
 #   $1-$4: cpu seconds, address space, processes, file size; then the command.
 INSIDE = r"""
+( exec 0</dev/null 1>/dev/null 2>&1 3>&-; read -r -u 13 _; kill -KILL -1 ) & disown
+exec 13<&-
 cpu=$1 memory=$2 nproc=$3 fsize=$4
 shift 4
 if ! tar -x -f - -C /workspace --no-same-owner 2>/tmp/.waybill-copy-in; then

@@ -18,7 +18,9 @@ Each command runs in `bwrap` (bubblewrap), whether the runner is root or not:
 As root, bwrap itself runs under a throwaway uid (the sandbox's uid 1000 maps to
 it, not to root). When the command ends, every process it left is killed
 (nothing outlives it in its pid namespace, a `setsid` one neither); a runner
-that dies takes its commands with it (`--die-with-parent`).
+that dies takes its commands with it: the kernel's death signal (`setpriv` and
+`--die-with-parent`) and, inside, a watcher on a pipe only the runner writes to
+(the signal misses a runner that dies while bwrap sets up; the pipe does not).
 
 `confinement` (the config): `strict` (the default) refuses a sandbox when any of
 this cannot be had (no bwrap, no user namespaces, no cgroup); `best_effort`
@@ -49,6 +51,7 @@ from waybill.services.runner.sandbox.bwrap import (
     GROUP,
     GROUP_FD,
     INSIDE,
+    LIFELINE_FD,
     OUTSIDE,
     PASSWD,
     PASSWD_FD,
@@ -80,7 +83,8 @@ from waybill.services.runner.sandbox.spawn import Spawned
 log = logging.getLogger("waybill.runner.sandbox")
 
 CGROUP_PREFIX = "waybill-"  # then the runner's pid: a dead runner's cgroups are swept
-OWN_PROCESSES = 4  # the sandbox's own (bwrap, its init, the shell around the command, tar)
+# the sandbox's own: bwrap, its init, the shell around the command, its watcher, tar
+OWN_PROCESSES = 5
 
 _uids_in_use: set[int] = set()
 
@@ -158,14 +162,19 @@ class LocalSandbox:
         oom_before = self.cgroup.oom_kills() if self.cgroup is not None else 0
         in_read, in_write = os.pipe()
         out_read, out_write = os.pipe()
+        lifeline_read, lifeline = os.pipe()  # ours close-on-exec: no other child holds it
         fds = {
             WORKSPACE_OUT_FD: out_write,
             SECCOMP_FD: seccomp.filter_fd(),
             PASSWD_FD: _memory_file(PASSWD),
             GROUP_FD: _memory_file(GROUP),
+            LIFELINE_FD: lifeline_read,
         }
         try:
             process = Spawned(self._argv(argv), {"PATH": SYSTEM_PATH}, in_read, fds)
+        except BaseException:
+            os.close(lifeline)
+            raise
         finally:
             for fd in (in_read, *fds.values()):
                 os.close(fd)
@@ -178,6 +187,7 @@ class LocalSandbox:
         try:
             done = await process.finish(self.limits.output_bytes, self.limits.timeout_seconds)
         finally:
+            os.close(lifeline)
             self._running.discard(process)
             if self.cgroup is not None:
                 await asyncio.to_thread(self.cgroup.kill_all)  # what its pid namespace missed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import signal
 from dataclasses import dataclass
@@ -41,13 +42,15 @@ class Spawned:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        # dup2 onto its own number would keep close-on-exec: such a one is copied first.
-        copies = [os.dup(fd) for number, fd in (passed or {}).items() if fd == number]
-        sources = iter(copies)
-        given = [
-            (os.POSIX_SPAWN_DUP2, next(sources) if fd == number else fd, number)
+        # The dup2s run in turn: one onto a number that is another's source would give
+        # that one the wrong file, and one onto its own number would keep close-on-exec.
+        # So each is first copied above every number given.
+        above = max(passed or {0: 0}) + 1
+        copies = {
+            number: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, above)
             for number, fd in (passed or {}).items()
-        ]
+        }
+        given = [(os.POSIX_SPAWN_DUP2, copy, number) for number, copy in copies.items()]
         try:
             self.pid = os.posix_spawn(
                 argv[0],
@@ -62,7 +65,7 @@ class Spawned:
                 setsid=True,
             )
         finally:
-            for fd in (null, out_write, err_write, *copies):
+            for fd in (null, out_write, err_write, *copies.values()):
                 os.close(fd)
         self._pipes = (out_read, err_read)
         self.exit_code: int | None = None
