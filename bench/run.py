@@ -152,6 +152,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--wait-runs", type=int, default=50, help="short: runs/wait calls")
     parser.add_argument(
+        "--count-runs", type=int, default=50, help="short: runs whose calls and SQL are counted"
+    )
+    parser.add_argument(
         "--wait-concurrency", type=int, default=5, help="short: runs/wait calls in flight"
     )
     parser.add_argument(

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from bench import in_process, through_gateway
+from bench import in_process, through_gateway, work_counts
 from bench.admission import client, create_threads, expect, in_parallel
 from bench.cpu import CpuProbe, postgres_probe, spent_per_run, stack_probe
 from bench.timing import BenchError, token_input
@@ -177,10 +177,12 @@ def measure_backend(backend: str, args: Any) -> dict[str, Any]:
         result = asyncio.run(background(stack.url, probe, args.short_runs, args.short_concurrency))
         wait = asyncio.run(waits(stack.url, args.wait_runs, args.wait_concurrency))
         tokens = first_tokens(stack.url, args.repetitions, args.run_timeout)
+        counts = asyncio.run(work_counts.measure(stack, args.count_runs, 5))
     return {
         "background": result.as_dict(),
         "wait": wait,
         "first_token_ms_p50": statistics.median(tokens),
+        "counts_per_run": counts,
     }
 
 
@@ -223,6 +225,11 @@ def table(document: dict[str, Any]) -> str:
     for name in backends:
         cpu = document[name]["background"]["cpu_ms_per_run"]
         lines.append(f"  {name}: " + ", ".join(f"{p} {ms:.1f}" for p, ms in cpu.items()))
+    lines.append("Work per background run (nothing polled; the logs' backstop closes included)")
+    for name in backends:
+        if "counts_per_run" in document[name]:
+            lines.append(f"  {name}:")
+            lines += work_counts.table(document[name]["counts_per_run"])
     return "\n".join(lines)
 
 

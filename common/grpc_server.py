@@ -42,6 +42,7 @@ from waybill.common.service_token import (
 )
 from waybill.common.settings import Settings, get_settings
 from waybill.common.sql import database_unreachable
+from waybill.common.work_counts import RpcCounts
 
 log = logging.getLogger("waybill")
 
@@ -184,6 +185,7 @@ def new_server(service_token: str | None = None) -> grpc.aio.Server:
     interceptors: list[grpc.aio.ServerInterceptor] = [ErrorStatuses()]
     if service_token is not None:
         interceptors.insert(0, ServiceTokenRequired(service_token))
+    interceptors.insert(0, RpcCounts())
     return grpc.aio.server(options=[*message_options(), EXCLUSIVE_PORT], interceptors=interceptors)
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from waybill.common import codec, sqlite_driver
 from waybill.common.extras import needs_postgres
 from waybill.common.settings import Settings
+from waybill.common.work_counts import count_postgres
 
 
 def json_text(value: Any) -> str:
@@ -109,6 +110,7 @@ def create_engine(
             url, pool_size=pool_size, max_overflow=max_overflow, **JSON_CODEC
         )
     ping_when_idle(engine, ping_idle_seconds)
+    count_postgres(engine)
     return engine
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import aiosqlite
 
+from waybill.common.work_counts import trace_sqlite
+
 
 class OneTripCursor:
     """The DB-API cursor SQLAlchemy's aiosqlite adapter expects, run in one trip:
@@ -110,6 +112,8 @@ def connect_with_run(database: str, **kwargs: Any) -> SqliteConnection:
 
 def _connector(database: str, kwargs: dict[str, Any]) -> Any:
     def connector() -> sqlite3.Connection:
-        return sqlite3.connect(database, **kwargs)
+        connection = sqlite3.connect(database, **kwargs)
+        trace_sqlite(connection, database)
+        return connection
 
     return connector

@@ -202,6 +202,38 @@ async def test_metrics_count_what_the_runs_did(observed: Observed, sdk: LangGrap
     assert len(observed.hooks.snapshot()) == 1
 
 
+async def test_a_run_is_counted_in_calls_served_statements_and_commits(
+    observed: Observed, sdk: LangGraphClient
+) -> None:
+    """The counts `make bench` divides by the runs it made (common/work_counts.py)."""
+    stack = observed.stack
+    thread = await sdk.threads.create()
+    before = scrape_all(stack)
+    await sdk.runs.wait(thread["thread_id"], "lead_agent", input=says("/tokens 3"))
+    after = scrape_all(stack)
+
+    def served(service: str, method: str) -> float:
+        name = f'waybill_rpcs_served_total{{method="/waybill.v1.{method}"}}'
+        return moved(before[service], after[service], name)
+
+    assert served("admission", "Admission/StartRun") == 1
+    # (Other tests' runs may end, and their logs be closed again, meanwhile.)
+    assert served("admission", "Admission/FinishRun") >= 1
+    assert served("journal", "Journal/Close") >= 1
+    for service, database in [
+        ("admission", "admission.db"),
+        ("runner", "checkpoints.db"),
+        ("journal", "journal.db"),
+        ("delivery", "delivery.db"),
+    ]:
+        statements = f'waybill_sql_statements_total{{database="{database}"}}'
+        commits = f'waybill_sql_commits_total{{database="{database}"}}'
+        assert moved(before[service], after[service], commits) >= 1, (service, database)
+        assert moved(before[service], after[service], statements) > moved(
+            before[service], after[service], commits
+        ), (service, database)
+
+
 DASHBOARD = REPO / "deploy" / "grafana" / "waybill.json"
 # A TYPE line names a counter with its `_total` already (prometheus_client, and the
 # collectors of stats); a histogram's series add these.

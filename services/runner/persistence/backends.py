@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 from waybill.common import sqlite_driver
@@ -53,24 +55,47 @@ async def open_checkpointer(settings: Settings, setup: bool = True) -> AsyncIter
 
 @contextlib.asynccontextmanager
 async def postgres_pool(url: str, settings: Settings) -> AsyncIterator[Any]:
-    """Connections as LangGraph's savers and stores want them, checked each time one
-    is taken: a connection a Postgres restart dropped is replaced, where LangGraph's
-    `from_conn_string` holds one connection for the process's life (every run
-    after a restart would fail on it)."""
+    """Connections as LangGraph's savers and stores want them, checked when one is
+    taken after sitting idle: a connection a Postgres restart dropped is replaced,
+    where LangGraph's `from_conn_string` holds one connection for the process's
+    life (every run after a restart would fail on it)."""
     with needs_postgres():
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
 
+    idle = IdleCheck(settings.db_ping_idle_seconds, AsyncConnectionPool.check_connection)
     pool: Any = AsyncConnectionPool(
         url,
         min_size=1,
         max_size=max(1, settings.db_pool_size),
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        check=AsyncConnectionPool.check_connection,
+        check=idle.check,
+        reset=idle.returned,
         open=False,
     )
     async with pool:
         yield pool
+
+
+class IdleCheck:
+    """psycopg_pool's `check` and `reset`: a connection taken within `idle_seconds`
+    of its return is in steady use and goes unchecked (a check is an empty query, a
+    round trip per checkpoint write); one idle longer, or new, is checked, as
+    common/sql.py's `ping_when_idle` does for SQLAlchemy's pools."""
+
+    def __init__(self, idle_seconds: float, check: Callable[[Any], Awaitable[None]]) -> None:
+        self.idle_seconds = idle_seconds
+        self._check = check
+        self._returned_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    async def returned(self, connection: Any) -> None:
+        self._returned_at[connection] = time.monotonic()
+
+    async def check(self, connection: Any) -> None:
+        returned_at = self._returned_at.pop(connection, None)
+        if returned_at is not None and time.monotonic() - returned_at < self.idle_seconds:
+            return
+        await self._check(connection)
 
 
 @contextlib.asynccontextmanager
