@@ -5,7 +5,8 @@ counts them; this reads every process's /metrics before and after).
 N background runs of `/tokens 10` on fresh threads, `concurrency` POSTs in
 flight, nothing polled (a poll is a call too): the runs' ends are read off
 admission's `FinishRun` count, and the counts are read again once the logs'
-backstop closes are due (the log-close grace, then a second). On Postgres the
+backstop closes are due (the log-close grace, then a second; as long before the
+first reading, for the runs of the bench's earlier parts). On Postgres the
 commits Postgres itself counted for the database (`pg_stat_database`) are added:
 LangGraph's checkpointer speaks psycopg, which has no statement hook.
 """
@@ -64,6 +65,7 @@ async def measure(stack: Stack, runs: int, concurrency: int) -> dict[str, Any]:
     grace = float(stack.env.get("WAYBILL_LOG_CLOSE_GRACE_SECONDS", shipped))
     async with client(stack.url, concurrency) as http:
         thread_ids = await create_threads(http, runs, concurrency)
+        await asyncio.sleep(grace + 1)  # the backstop closes of runs before these
         before, commits_before = counts_of(stack), await postgres_commits(database_url)
 
         async def post(thread_id: str) -> None:
