@@ -314,16 +314,18 @@ class SetLatestAssistantVersionRequest(_message.Message):
     def __init__(self, assistant_id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class WorkRequest(_message.Message):
-    __slots__ = ("hello", "renew", "draining", "released")
+    __slots__ = ("hello", "renew", "draining", "released", "log_closed")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     RENEW_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
+    LOG_CLOSED_FIELD_NUMBER: _ClassVar[int]
     hello: RunnerHello
     renew: LeaseRenewal
     draining: RunnerDraining
     released: RunLease
-    def __init__(self, hello: _Optional[_Union[RunnerHello, _Mapping]] = ..., renew: _Optional[_Union[LeaseRenewal, _Mapping]] = ..., draining: _Optional[_Union[RunnerDraining, _Mapping]] = ..., released: _Optional[_Union[RunLease, _Mapping]] = ...) -> None: ...
+    log_closed: RunLease
+    def __init__(self, hello: _Optional[_Union[RunnerHello, _Mapping]] = ..., renew: _Optional[_Union[LeaseRenewal, _Mapping]] = ..., draining: _Optional[_Union[RunnerDraining, _Mapping]] = ..., released: _Optional[_Union[RunLease, _Mapping]] = ..., log_closed: _Optional[_Union[RunLease, _Mapping]] = ...) -> None: ...
 
 class LeaseRenewal(_message.Message):
     __slots__ = ("leases",)

@@ -10,13 +10,15 @@ terminal write, owns the guarantee:
 |---|---|---|
 | terminal write | admission | the status, and a `log_closes` row (run, epoch, close_at) |
 | right after | the runner | `Journal.Close(run, epoch)` |
+| once closed | the runner | says so on its work stream (`log_closed`): the row is deleted |
 | close_at passed | admission | `Journal.Close(run, epoch)` again; the row is deleted |
 
 `close_at` is the end plus `WAYBILL_LOG_CLOSE_GRACE_SECONDS`; the row and the
 status commit in one transaction (`LeaseStore._end`, leases.py), so no end escapes it.
 
-The journal's Close is idempotent and says whether the log was still open: when
-it was, the runner never closed it, which is counted
+So a second close is sent only for a run whose runner's word did not come (it
+died, or its stream dropped, before it told). The journal's Close is idempotent
+and says whether the log was still open: when it was, the runner never closed it, which is counted
 (`waybill_log_closes_total{found="open"}`) and logged. The grace lets the runner's
 own close (and, for a run out of attempts, the error event it appends first) come
 before admission's.
@@ -115,6 +117,7 @@ class LogCloser:
         self.loop = BackgroundLoop(
             "log-closer", self.close_pass, log=log, retry_seconds=retry_seconds
         )
+        self._closed_by_runners: list[str] = []  # their rows go at the next pass
 
     def start(self) -> None:
         self.loop.start()
@@ -128,10 +131,28 @@ class LogCloser:
         due = asyncio.get_running_loop().time() + self.grace_seconds
         self.loop.wake_by(due + DUE_MARGIN_SECONDS)
 
+    def closed_by_runner(self, run_id: str) -> None:
+        """The run's runner closed its log: no second close is owed. The row goes at
+        the next pass, with every other such row told of meanwhile."""
+        self._closed_by_runners.append(run_id)
+        self.loop.wake()
+
     async def close_pass(self) -> float | None:
-        """Close every due log; then the seconds until the next is due."""
+        """Forget the logs runners closed, close every due log; then the seconds
+        until the next is due."""
+        await self._settle_closed_by_runners()
         await self.close_due()
         return seconds_until(await self.store.next_due())
+
+    async def _settle_closed_by_runners(self) -> None:
+        closed, self._closed_by_runners = self._closed_by_runners, []
+        if not closed:
+            return
+        try:
+            await self.store.settle(closed)
+        except BaseException:
+            self._closed_by_runners[:0] = closed  # the next pass tries them again
+            raise
 
     async def close_due(self) -> None:
         while True:

@@ -73,6 +73,8 @@ class RunnerRpcs:
                 elif kind == "released":
                     await self.leases.release_run(message.released.run_id, message.released.epoch)
                     self.pool.release(connection.runner_id, message.released.run_id)
+                elif kind == "log_closed":
+                    self.log_closer.closed_by_runner(message.log_closed.run_id)
         except Exception:
             log.exception("work stream of runner %s failed", connection.runner_id)
         finally:

@@ -117,10 +117,11 @@ class FrameSink:
             window=outage_seconds,
         )
 
-    async def close_ended_patiently(self, outage_seconds: float) -> None:
+    async def close_ended_patiently(self, outage_seconds: float) -> bool:
         """The run has ended (admission accepted its terminal write): its log is
         closed, retried while the journal is away; past that, admission closes it
-        after a grace (services/admission/runs/log_closes.py) and the run's end stands."""
+        after a grace (services/admission/runs/log_closes.py) and the run's end stands.
+        Whether it was closed here."""
         try:
             await patiently(
                 lambda deadline: self.close(after_terminal_write=True, deadline=deadline),
@@ -130,6 +131,8 @@ class FrameSink:
             )
         except DependencyOutage as error:
             log.warning("%s; admission closes the log later", error)
+            return False
+        return True
 
     async def close(
         self, after_terminal_write: bool = False, deadline: float | None = None

@@ -109,6 +109,7 @@ class RunExecution:
         # Memory and title work left once the run ended (after_run.py); the worker
         # runs it in the background.
         self.after_run: AfterRun | None = None
+        self.log_closed = False  # by us, after admission accepted our terminal write
         self.tool_calls: ToolCalls | None = None  # the run's record of its calls
         self.sandbox: RunSandbox | None = None  # leased at the run's first command
         # What the graph's nodes and tools find of this attempt, once its graph is built.
@@ -311,12 +312,12 @@ class RunExecution:
             # Should we die before this close, admission closes the log after a grace
             # (services/admission/runs/log_closes.py).
             if receipt.webhooks_held:  # released while the streams are closed
-                await asyncio.gather(
+                _, self.log_closed = await asyncio.gather(
                     confirm_finished(self.peers, self.run),
                     self.sink.close_ended_patiently(self.peers.outage_seconds),
                 )
             else:
-                await self.sink.close_ended_patiently(self.peers.outage_seconds)
+                self.log_closed = await self.sink.close_ended_patiently(self.peers.outage_seconds)
             self._leave_after_run(outcome, snapshot, rolled_back)
 
     async def _flush_journal(self) -> None:

@@ -171,6 +171,9 @@ class Worker:
         ):
             try:
                 await execution.execute()
+                if execution.log_closed:  # admission owes its log no second close
+                    lease = admission_pb2.RunLease(run_id=run.run_id, epoch=run.epoch)
+                    self._send(admission_pb2.WorkRequest(log_closed=lease))
                 self._after_run(execution)
             except DependencyOutage as error:
                 log.warning("run %s: handed back: %s", run.run_id, error)
