@@ -133,9 +133,9 @@ class LogCloser:
 
     def closed_by_runner(self, run_id: str) -> None:
         """The run's runner closed its log: no second close is owed. The row goes at
-        the next pass, with every other such row told of meanwhile."""
+        the pass its close_at brings (no pass of its own: one per row would cost
+        more than the close it saves), with every other such row told of meanwhile."""
         self._closed_by_runners.append(run_id)
-        self.loop.wake()
 
     async def close_pass(self) -> float | None:
         """Forget the logs runners closed, close every due log; then the seconds
