@@ -32,6 +32,9 @@ async def terminate(engine: AsyncEngine, pid: int) -> None:
     async with engine.connect() as conn:
         await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
         for _ in range(100):
+            # A transaction reads pg_stat_activity once and keeps that snapshot: cleared,
+            # each look is a new one (without it, a first look too early saw it forever).
+            await conn.execute(text("SELECT pg_stat_clear_snapshot()"))
             alive = "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"
             if not (await conn.execute(text(alive), {"pid": pid})).scalar_one():
                 return
