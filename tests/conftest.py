@@ -10,6 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.support.launched import hear_ctrl_c
 from tests.support.stacks import stack_in_mode
 from waybill.common.launch import Stack
 
@@ -29,6 +30,10 @@ LONGEST_FIRST = (
     "test_journal_replicas.py",
     "test_graceful_shutdown.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    hear_ctrl_c()  # before any test starts a process (tests/support/launched.py)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,7 +13,6 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 
 from tests.support.helpers import WAYBILL, Completed, ok, says
-from tests.support.launched import interruptible
 from tests.support.stacks import free_port, http_ok, stack_env, wait_until
 from waybill.common.launch import Stack
 from waybill.common.migrate import schema_of
@@ -150,7 +149,6 @@ def test_up_starts_the_embedded_default_and_migrate_is_part_of_it(tmp_path: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        preexec_fn=interruptible,  # as from a terminal (see tests/support/launched.py)
     )
     try:
         assert up.stdout is not None

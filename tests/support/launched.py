@@ -48,12 +48,15 @@ class Launched:
         return set(re.findall(r"serving on (127\.0\.0\.1:\d+)", self.text()))
 
 
-def interruptible() -> None:
-    """What a terminal gives the command it starts: Ctrl-C's default action. A suite
-    started in the background (`cmd &` without job control, as CI may start it)
-    inherits SIGINT ignored, and Python then keeps ignoring the Ctrl-C a test sends:
-    every launched stack would outlive its `ctrl_c`."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def hear_ctrl_c() -> None:
+    """Give the children this test process starts Ctrl-C's default action, as a
+    terminal gives the command it starts. A suite started in the background (`cmd &`
+    without job control, as CI may start it) inherits SIGINT ignored, exec keeps it
+    ignored, and a launched stack then outlives the `ctrl_c` a test sends. Set once,
+    here, not in a `preexec_fn`: Python code run between fork and exec, beside gRPC's
+    threads, can hang the child before it ever execs."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def launch(
@@ -70,7 +73,6 @@ def launch(
             stdout=sink,
             stderr=subprocess.STDOUT,
             process_group=0,  # as a terminal would: Ctrl-C goes to this group
-            preexec_fn=interruptible,
         )
     return Launched(process, output, f"http://127.0.0.1:{http_port}")
 
