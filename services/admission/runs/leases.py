@@ -83,12 +83,12 @@ def lease_on_admit(run: RunRow, lease: Lease) -> None:
     run.lease_expires_at = now + timedelta(seconds=lease.seconds)
 
 
-def _claimable(now: datetime, locked_run_id: str | None = None) -> Select[Any]:
+def _claimable() -> Select[Any]:
     """Pending runs that are due and whose thread is free (or that are cancelled:
     they only need finalizing), and running runs whose lease expired (takeover),
-    oldest first. A delayed run (`after_seconds`) is due at its created_at.
-    With `locked_run_id`: that run only, if it still qualifies, locked (Postgres:
-    its thread is locked first, see lock_order.py)."""
+    oldest first, as of `claim_now`. A delayed run (`after_seconds`) is due at its
+    created_at."""
+    now = bindparam("claim_now", type_=runs.c.created_at.type)
     other = runs.alias("other")
     # Busy: another active run of the thread is held by a runner (claimed,
     # running, or waiting for takeover).
@@ -100,7 +100,7 @@ def _claimable(now: datetime, locked_run_id: str | None = None) -> Select[Any]:
             other.c.lease_owner.is_not(None),
         )
     )
-    query = (
+    return (
         select(runs)
         .where(
             or_(
@@ -118,9 +118,42 @@ def _claimable(now: datetime, locked_run_id: str | None = None) -> Select[Any]:
         .order_by(runs.c.created_at)
         .limit(1)
     )
-    if locked_run_id is not None:
-        query = query.where(runs.c.run_id == locked_run_id).with_for_update(of=runs)
-    return query
+
+
+def _timers() -> Select[Any]:
+    """One row: the next lease expiry, and the next delayed run (`after_seconds`)
+    becoming due after `timers_now`."""
+    lease_expiry = select(func.min(runs.c.lease_expires_at)).where(
+        runs.c.status.in_(ACTIVE_RUN_STATUSES), runs.c.lease_owner.is_not(None)
+    )
+    delayed_start = select(func.min(runs.c.created_at)).where(
+        runs.c.status == PENDING,
+        runs.c.cancel_action.is_(None),
+        runs.c.created_at > bindparam("timers_now", type_=runs.c.created_at.type),
+    )
+    return select(lease_expiry.scalar_subquery(), delayed_start.scalar_subquery())
+
+
+# The dispatcher's statements, built once: it runs them after every run's end, and
+# building them (and their cache keys) cost more than running them on SQLite.
+CLAIMABLE = _claimable()
+# The candidate again, by `claim_run_id`, if it still qualifies, locked (Postgres:
+# its thread is locked first, see lock_order.py).
+CLAIMABLE_LOCKED = CLAIMABLE.where(runs.c.run_id == bindparam("claim_run_id")).with_for_update(
+    of=runs
+)
+CLAIM = (
+    update(runs)
+    .where(
+        runs.c.run_id == bindparam("claim_run_id"),
+        runs.c.epoch == bindparam("claim_epoch"),
+        runs.c.status.in_(bindparam("claim_sources", expanding=True)),
+    )
+    .values(epoch=runs.c.epoch + 1, attempt=runs.c.attempt + 1)
+    .returning(*runs.c)
+)
+THREAD_BUSY = update(threads).where(threads.c.thread_id == bindparam("busy_thread_id"))
+TIMERS = _timers()
 
 
 class LeaseStore:
@@ -147,7 +180,7 @@ class LeaseStore:
         while True:
             now = codec.now_utc()
             async with self.engine.begin() as conn:
-                candidate = (await conn.execute(_claimable(now))).first()
+                candidate = (await conn.execute(CLAIMABLE, {"claim_now": now})).first()
                 if candidate is None:
                     return None
                 row = await self._lock_claimable(conn, candidate, now)
@@ -176,7 +209,8 @@ class LeaseStore:
         if not self.is_postgres:
             return candidate
         await lock_thread_of_run(conn, candidate.run_id)
-        return (await conn.execute(_claimable(now, locked_run_id=candidate.run_id))).first()
+        claimable = {"claim_now": now, "claim_run_id": candidate.run_id}
+        return (await conn.execute(CLAIMABLE_LOCKED, claimable)).first()
 
     async def _claim(
         self,
@@ -192,33 +226,21 @@ class LeaseStore:
             row.status == RUNNING or row.cancel_action is None
         )
         status = RUNNING if starts_now else row.status
-        claimed = (
-            await conn.execute(
-                update(runs)
-                .where(
-                    runs.c.run_id == row.run_id,
-                    runs.c.epoch == row.epoch,
-                    runs.c.status.in_(allowed_sources(status)),
-                )
-                .values(
-                    status=status,
-                    epoch=runs.c.epoch + 1,
-                    attempt=runs.c.attempt + 1,
-                    lease_owner=runner_id,
-                    lease_expires_at=now + timedelta(seconds=lease_seconds),
-                    updated_at=now,
-                )
-                .returning(*runs.c)
-            )
-        ).first()
+        claim = {
+            "claim_run_id": row.run_id,
+            "claim_epoch": row.epoch,
+            "claim_sources": list(allowed_sources(status)),
+            "status": status,
+            "lease_owner": runner_id,
+            "lease_expires_at": now + timedelta(seconds=lease_seconds),
+            "updated_at": now,
+        }
+        claimed = (await conn.execute(CLAIM, claim)).first()
         if claimed is None:
             return None
         if starts_now:
-            await conn.execute(
-                update(threads)
-                .where(threads.c.thread_id == row.thread_id)
-                .values(status=ThreadStatus.BUSY, updated_at=now)
-            )
+            busy = {"busy_thread_id": row.thread_id, "status": ThreadStatus.BUSY, "updated_at": now}
+            await conn.execute(THREAD_BUSY, busy)
         return run_of(claimed), starts_now
 
     async def begin_run(self, run_id: str, epoch: int, max_attempts: int) -> tuple[bool, str]:
@@ -412,17 +434,8 @@ class LeaseStore:
         """When the dispatcher must look by itself: the next lease expiry and the
         next delayed run (`after_seconds`) becoming due, where there is one. One
         statement: the loop asks after every pass."""
-        lease_expiry = select(func.min(runs.c.lease_expires_at)).where(
-            runs.c.status.in_(ACTIVE_RUN_STATUSES), runs.c.lease_owner.is_not(None)
-        )
-        delayed_start = select(func.min(runs.c.created_at)).where(
-            runs.c.status == PENDING,
-            runs.c.cancel_action.is_(None),
-            runs.c.created_at > codec.now_utc(),
-        )
-        query = select(lease_expiry.scalar_subquery(), delayed_start.scalar_subquery())
         async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).one()
+            row = (await conn.execute(TIMERS, {"timers_now": codec.now_utc()})).one()
         return [moment for moment in row if moment is not None]
 
     async def wake_replicas(self) -> None:

@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,8 +28,9 @@ from waybill.services.admission.runs.idempotency import IdempotencyKey, KeyedRun
 from waybill.services.admission.runs.leases import Lease, lease_on_admit
 from waybill.services.admission.runs.lock_order import locking_runs_in_order
 from waybill.services.admission.runs.quotas import QuotaGate
-from waybill.services.admission.tables import idempotency_keys, runs, threads
+from waybill.services.admission.tables import idempotency_keys, runs
 from waybill.services.admission.threads.thread_store import (
+    THREAD_INSERT,
     THREAD_STAMP,
     Filter,
     ThreadStore,
@@ -41,8 +42,11 @@ from waybill.services.admission.wakeups import cancel_payload, notify, wake_payl
 # The admit's writes, their values given at execution (the columns are the keys):
 # a statement built with its values costs more to build and key than to run.
 RUN_INSERT = insert(runs)
+# A run by id on its thread (a project's auth filter is added where there is one).
+RUN_ON_THREAD = select(runs).where(
+    runs.c.run_id == bindparam("wanted_run_id"), runs.c.thread_id == bindparam("on_thread_id")
+)
 ROLLBACK_POLL_SECONDS = 0.02  # how often a rollback's cancel looks for its run's end
-THREAD_INSERT = insert(threads)
 
 
 @dataclass(frozen=True)
@@ -300,12 +304,11 @@ class RunStore:
         self, conn: AsyncConnection, thread_id: str, run_id: str, owner: str | None, auth: Filter
     ) -> Row[Any]:
         """The run's row if the caller may see it; else 404 (not someone else's 403)."""
-        query = select(runs).where(
-            runs.c.run_id == run_id,
-            runs.c.thread_id == thread_id,
-            visible_runs(auth, self.is_postgres),
-        )
-        row = (await conn.execute(query)).first()
+        query = RUN_ON_THREAD
+        if auth:
+            query = query.where(visible_runs(auth, self.is_postgres))
+        on_thread = {"wanted_run_id": run_id, "on_thread_id": thread_id}
+        row = (await conn.execute(query, on_thread)).first()
         if row is None or (owner is not None and row.owner_id != owner):
             raise not_found(f"Run {run_id} not found on thread {thread_id}.")
         return row

@@ -46,8 +46,12 @@ def _thread_and_activity(lock: bool) -> Select[Any]:
 # (locked: True). Built once: building it cost more than running it (it is read
 # twice on the way to a run's first token).
 THREAD_AND_ACTIVITY = {lock: _thread_and_activity(lock) for lock in (False, True)}
+# A thread by `thread_id` (narrowed by an auth filter or locked where asked).
+THREAD_BY_ID = select(*thread_columns()).where(threads.c.thread_id == bindparam("thread_id"))
 # A write to a thread's row, its values given at execution (built once, as above).
 THREAD_STAMP = update(threads).where(threads.c.thread_id == bindparam("stamped_thread_id"))
+# A new thread's row, its values given at execution.
+THREAD_INSERT = insert(threads)
 
 
 def owned_by(owner: str | None) -> list[Any]:
@@ -116,19 +120,18 @@ class ThreadStore:
                 if if_exists == "do_nothing" and existing.owner_id == owner_id:
                     return existing
                 raise conflict(f"Thread {thread_id} already exists.")
-            await conn.execute(
-                insert(threads).values(
-                    thread_id=thread_id,
-                    metadata=metadata,
-                    status=ThreadStatus.IDLE,
-                    created_at=now,
-                    updated_at=now,
-                    owner_id=owner_id,
-                    config={},
-                    state_updated_at=now,
-                    **expiry,
-                )
-            )
+            row = {
+                "thread_id": thread_id,
+                "metadata": metadata,
+                "status": ThreadStatus.IDLE,
+                "created_at": now,
+                "updated_at": now,
+                "owner_id": owner_id,
+                "config": {},
+                "state_updated_at": now,
+                **expiry,
+            }
+            await conn.execute(THREAD_INSERT, row)
         return ThreadRow(
             thread_id,
             metadata,
@@ -144,12 +147,12 @@ class ThreadStore:
         self, conn: AsyncConnection, thread_id: str, lock: bool = False, auth: Filter = None
     ) -> ThreadRow | None:
         """The thread if it passes the project's auth filter (locked: on Postgres)."""
-        query = select(*thread_columns()).where(
-            threads.c.thread_id == thread_id, visible_threads(auth, self.is_postgres)
-        )
+        query = THREAD_BY_ID
+        if auth:
+            query = query.where(visible_threads(auth, self.is_postgres))
         if lock and self.is_postgres:
             query = query.with_for_update(of=threads)
-        row = (await conn.execute(query)).first()
+        row = (await conn.execute(query, {"thread_id": thread_id})).first()
         return thread_of(row) if row else None
 
     async def read_to_admit_on(
