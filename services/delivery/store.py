@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select
+from sqlalchemy import bindparam, delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -28,6 +28,18 @@ from waybill.services.delivery.tables import (
 from waybill.services.delivery.workspace_files import Change, FileEntry
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+# A receipt's statements, built once (every run's end runs them, and building one
+# cost more than running it), their values given at execution.
+FIRST_SNAPSHOT = select(workspace_snapshots.c.files).where(
+    workspace_snapshots.c.run_id == bindparam("snapshot_run_id")
+)
+SNAPSHOT_INSERT = insert(workspace_snapshots)
+NEWEST_RECEIPT_EPOCH = select(func.max(receipts.c.epoch)).where(
+    receipts.c.run_id == bindparam("receipt_run_id")
+)
+RECEIPT_INSERT = insert(receipts)
+HELD_WEBHOOK_INSERT = insert(webhook_deliveries)
 
 
 @dataclass
@@ -111,11 +123,14 @@ async def _insert_first_snapshot(
     files: list[FileEntry],
     at: datetime,
 ) -> None:
-    await conn.execute(
-        insert(workspace_snapshots).values(
-            run_id=run_id, thread_id=thread_id, epoch=epoch, files=files_json(files), created_at=at
-        )
-    )
+    snapshot = {
+        "run_id": run_id,
+        "thread_id": thread_id,
+        "epoch": epoch,
+        "files": files_json(files),
+        "created_at": at,
+    }
+    await conn.execute(SNAPSHOT_INSERT, snapshot)
 
 
 class ReceiptStore:
@@ -158,13 +173,7 @@ class ReceiptStore:
 
     async def first_snapshot(self, run_id: str) -> list[FileEntry] | None:
         async with self.engine.connect() as conn:
-            text = (
-                await conn.execute(
-                    select(workspace_snapshots.c.files).where(
-                        workspace_snapshots.c.run_id == run_id
-                    )
-                )
-            ).scalar()
+            text = (await conn.execute(FIRST_SNAPSHOT, {"snapshot_run_id": run_id})).scalar()
         return None if text is None else files_from_json(text)
 
     # ---- receipts -------------------------------------------------------------
@@ -189,36 +198,30 @@ class ReceiptStore:
                         first_snapshot,
                         receipt.created_at,
                     )
-                newest = (
-                    await conn.execute(
-                        select(func.max(receipts.c.epoch)).where(
-                            receipts.c.run_id == receipt.run_id
-                        )
-                    )
-                ).scalar()
+                of_run = {"receipt_run_id": receipt.run_id}
+                newest = (await conn.execute(NEWEST_RECEIPT_EPOCH, of_run)).scalar()
                 if newest is not None and newest > receipt.epoch:
                     raise busy(
                         f"run {receipt.run_id}: epoch {receipt.epoch} is stale "
                         f"(a receipt exists for epoch {newest})"
                     )
-                await conn.execute(insert(receipts).values(**receipt.row()))
+                await conn.execute(RECEIPT_INSERT, receipt.row())
                 for one in owed:
-                    await conn.execute(
-                        insert(webhook_deliveries).values(
-                            delivery_id=one.delivery_id,
-                            run_id=receipt.run_id,
-                            thread_id=receipt.thread_id,
-                            epoch=receipt.epoch,
-                            url=one.url,
-                            source=one.source,
-                            state="held",
-                            payload=b"",
-                            values_json=values_json,
-                            receipt_json=codec.dumps(receipt.summary()),
-                            attempts=0,
-                            created_at=receipt.created_at,
-                        )
-                    )
+                    held = {
+                        "delivery_id": one.delivery_id,
+                        "run_id": receipt.run_id,
+                        "thread_id": receipt.thread_id,
+                        "epoch": receipt.epoch,
+                        "url": one.url,
+                        "source": one.source,
+                        "state": "held",
+                        "payload": b"",
+                        "values_json": values_json,
+                        "receipt_json": codec.dumps(receipt.summary()),
+                        "attempts": 0,
+                        "created_at": receipt.created_at,
+                    }
+                    await conn.execute(HELD_WEBHOOK_INSERT, held)
         except IntegrityError as error:
             raise conflict(
                 f"run {receipt.run_id} already has a receipt for epoch {receipt.epoch}"

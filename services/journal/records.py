@@ -12,8 +12,12 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
+    Select,
+    String,
+    bindparam,
     delete,
     func,
     insert,
@@ -26,6 +30,31 @@ from waybill.common.errors import busy
 from waybill.services.journal.tables import forgotten_runs, run_logs, run_records
 
 INSERT_ATTEMPTS = 3  # two journal replicas numbering the same run at once: retry
+
+
+def _writable_facts() -> Select[Any]:
+    """One row, by `writable_run_id`: whether the run is forgotten, its log's epoch
+    and close, and its last record's number and epoch."""
+    run_id = bindparam("writable_run_id", type_=String)
+    of_run = (
+        (forgotten_runs, forgotten_runs.c.run_id),
+        (run_logs, run_logs.c.run_id),
+        (run_records, run_records.c.run_id),
+    )
+    gone, logs, mine = (select(column).where(key == run_id) for column, key in of_run)
+    return select(
+        gone.exists().label("gone"),
+        logs.with_only_columns(run_logs.c.epoch).scalar_subquery().label("log_epoch"),
+        logs.with_only_columns(run_logs.c.closed_at).scalar_subquery().label("closed_at"),
+        mine.with_only_columns(func.max(run_records.c.seq)).scalar_subquery().label("last"),
+        mine.with_only_columns(func.max(run_records.c.epoch)).scalar_subquery().label("newest"),
+    )
+
+
+# Built once: every batch of records runs them, and building one cost more than
+# running it.
+WRITABLE_FACTS = _writable_facts()
+RECORD_INSERT = insert(run_records)
 
 
 @dataclass(frozen=True)
@@ -84,25 +113,12 @@ class RecordStore:
                 for offset, record in enumerate(records)
             ]
             if rows:
-                await conn.execute(insert(run_records), rows)
+                await conn.execute(RECORD_INSERT, rows)
             return last + len(rows)
 
     async def _check_writable(self, conn: AsyncConnection, run_id: str, epoch: int) -> int:
         """Refuse a forgotten run, a closed log or a stale epoch. Returns the last seq (-1)."""
-        of_run = (
-            (forgotten_runs, forgotten_runs.c.run_id),
-            (run_logs, run_logs.c.run_id),
-            (run_records, run_records.c.run_id),
-        )
-        gone, logs, mine = (select(column).where(key == run_id) for column, key in of_run)
-        facts = select(  # one statement: this runs for every batch of records
-            gone.exists().label("gone"),
-            logs.with_only_columns(run_logs.c.epoch).scalar_subquery().label("log_epoch"),
-            logs.with_only_columns(run_logs.c.closed_at).scalar_subquery().label("closed_at"),
-            mine.with_only_columns(func.max(run_records.c.seq)).scalar_subquery().label("last"),
-            mine.with_only_columns(func.max(run_records.c.epoch)).scalar_subquery().label("newest"),
-        )
-        found = (await conn.execute(facts)).one()
+        found = (await conn.execute(WRITABLE_FACTS, {"writable_run_id": run_id})).one()
         if found.gone:
             raise busy(f"run {run_id} was deleted with its thread")
         if found.closed_at is not None:

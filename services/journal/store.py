@@ -202,6 +202,22 @@ class JournalStore:
         self.engine = engine
         self.is_postgres = engine.dialect.name == "postgresql"
         self.dialect_insert: Any = postgresql.insert if self.is_postgres else sqlite.insert
+        # Built once (a run's every write opens its log; its end closes it), their
+        # values given at execution.
+        self.open_logs = self.dialect_insert(run_logs).on_conflict_do_nothing()
+        self.close_log = (
+            self.dialect_insert(run_logs)
+            .values(
+                run_id=bindparam("closed_run_id"),
+                epoch=bindparam("closed_epoch"),
+                closed_at=bindparam("closed_at_now"),
+            )
+            .on_conflict_do_update(
+                index_elements=[run_logs.c.run_id],
+                set_={"closed_at": bindparam("closed_at_now"), "epoch": bindparam("closed_epoch")},
+                where=run_logs.c.closed_at.is_(None),
+            )
+        )
 
     async def migrate(self) -> None:
         await migrate(self.engine, MIGRATIONS, "journal")
@@ -244,7 +260,7 @@ class JournalStore:
                     raise Fenced(fence)
             if opened:
                 await conn.execute(
-                    self.dialect_insert(run_logs).on_conflict_do_nothing(),
+                    self.open_logs,
                     [{"run_id": r, "epoch": e, "closed_at": None} for r, e in opened.items()],
                 )
             if rows:
@@ -253,18 +269,9 @@ class JournalStore:
     async def mark_closed(self, run_id: str, epoch: int) -> bool:
         """Close the run's log (opening it first if no event was ever stored).
         False when it was closed already: its end time stays the first close's."""
-        now = codec.now_utc()
-        close = (
-            self.dialect_insert(run_logs)
-            .values(run_id=run_id, epoch=epoch, closed_at=now)
-            .on_conflict_do_update(
-                index_elements=[run_logs.c.run_id],
-                set_={"closed_at": now, "epoch": epoch},
-                where=run_logs.c.closed_at.is_(None),
-            )
-        )
+        close = {"closed_run_id": run_id, "closed_epoch": epoch, "closed_at_now": codec.now_utc()}
         async with self.engine.begin() as conn:
-            closed = await conn.execute(close)  # one statement: opened and closed, or closed
+            closed = await conn.execute(self.close_log, close)  # opened and closed, or closed
         return bool(closed.rowcount)
 
     async def forget(self, run_ids: list[str]) -> int:
