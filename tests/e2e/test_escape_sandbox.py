@@ -29,6 +29,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from tests.support.helpers import after_its_end, present, tools
 from tests.support.paths import REPO
+from tests.support.processes import running_with
 from tests.support.stacks import running_stack, stack_env
 from waybill.common import launch
 from waybill.common.launch import Stack
@@ -331,16 +332,6 @@ async def test_a_disk_fill_stops_at_the_disk_limit(
     assert ("disk", "limit_hit") in {
         (r.get("limit"), r["action"]) for r in await records(http, tid)
     }
-
-
-def running_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-    return found
 
 
 async def test_a_setsid_child_does_not_outlive_its_command(

@@ -30,6 +30,7 @@ import yaml
 from langgraph_sdk.client import LangGraphClient
 
 from tests.support.helpers import after_its_end, present, tools
+from tests.support.processes import running_with
 from tests.support.stacks import eventually, stack_in_mode, start_second
 from waybill.common.launch import Stack
 from waybill.services.runner.sandbox.confinement import machine
@@ -71,20 +72,6 @@ async def finished(
 ) -> Any:
     run = await client.runs.create(thread_id, "lead_agent", input=given, **kw)
     return await after_its_end(client, thread_id, run["run_id"])
-
-
-def running_with(marker: str) -> list[int]:
-    """Processes on this machine whose command line holds `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 async def test_bash_and_python_run_in_the_sandbox_and_see_the_workspace(

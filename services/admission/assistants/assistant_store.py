@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, delete, func, insert, or_, select, update
@@ -42,23 +42,8 @@ class AssistantFilter:
     shared: list[str] = field(default_factory=list)  # seen by all: the system assistants
 
 
-def _assistant(row: Row[Any]) -> AssistantRow:
-    return AssistantRow(
-        assistant_id=row.assistant_id,
-        graph_id=row.graph_id,
-        name=row.name,
-        description=row.description,
-        config=row.config or {},
-        context=row.context or {},
-        metadata=row.metadata or {},
-        version=row.version,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        owner_id=row.owner_id,
-    )
-
-
 def _version(row: Row[Any]) -> AssistantRow:
+    """An assistant as one of its version rows holds it."""
     return AssistantRow(
         assistant_id=row.assistant_id,
         graph_id=row.graph_id,
@@ -70,6 +55,11 @@ def _version(row: Row[Any]) -> AssistantRow:
         version=row.version,
         created_at=row.created_at,
     )
+
+
+def _assistant(row: Row[Any]) -> AssistantRow:
+    """An assistant's own row: its version's columns, its last update and its owner."""
+    return replace(_version(row), updated_at=row.updated_at, owner_id=row.owner_id)
 
 
 def _content(record: AssistantRow) -> dict[str, Any]:
