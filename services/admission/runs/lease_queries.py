@@ -76,13 +76,15 @@ def _timers() -> Select[Any]:
     return select(lease_expiry.scalar_subquery(), delayed_start.scalar_subquery())
 
 
-# The dispatcher's.
+# The dispatcher's claim: the next claimable run, read unlocked.
 CLAIMABLE = _claimable()
 # The candidate again, by `claim_run_id`, if it still qualifies, locked (Postgres:
 # its thread is locked first, see lock_order.py).
 CLAIMABLE_LOCKED = CLAIMABLE.where(runs.c.run_id == bindparam("claim_run_id")).with_for_update(
     of=runs
 )
+# The claim's conditional write: a new epoch and attempt counted here; the status,
+# the lease (`lease_owner`, `lease_expires_at`) and `updated_at` given at execution.
 CLAIM = (
     update(runs)
     .where(
@@ -93,5 +95,6 @@ CLAIM = (
     .values(epoch=runs.c.epoch + 1, attempt=runs.c.attempt + 1)
     .returning(*runs.c)
 )
+# The claimed run's thread marked busy (`status`, `updated_at` given at execution).
 THREAD_BUSY = update(threads).where(threads.c.thread_id == bindparam("busy_thread_id"))
 TIMERS = _timers()

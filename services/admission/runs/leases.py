@@ -51,7 +51,7 @@ from waybill.services.admission.runs.lease_queries import (
 from waybill.services.admission.runs.lock_order import lock_thread_of_run, locking_runs_in_order
 from waybill.services.admission.runs.log_closes import owe_close
 from waybill.services.admission.runs.run_transitions import allowed_sources
-from waybill.services.admission.tables import runs, threads
+from waybill.services.admission.tables import runs
 from waybill.services.admission.threads.thread_store import THREAD_STAMP
 from waybill.services.admission.usage.usage_ledger import add_usage, record_usage
 from waybill.services.admission.wakeups import notify, wake_payload
@@ -59,6 +59,12 @@ from waybill.services.admission.wakeups import notify, wake_payload
 log = logging.getLogger("waybill.admission.leases")
 
 PENDING, RUNNING = RunStatus.PENDING, RunStatus.RUNNING
+
+
+async def mark_busy(conn: AsyncConnection, thread_id: str, now: datetime) -> None:
+    """The thread of a run that passed its start barrier is busy."""
+    busy = {"busy_thread_id": thread_id, "status": ThreadStatus.BUSY, "updated_at": now}
+    await conn.execute(THREAD_BUSY, busy)
 
 
 @dataclass
@@ -164,8 +170,7 @@ class LeaseStore:
         if claimed is None:
             return None
         if starts_now:
-            busy = {"busy_thread_id": row.thread_id, "status": ThreadStatus.BUSY, "updated_at": now}
-            await conn.execute(THREAD_BUSY, busy)
+            await mark_busy(conn, row.thread_id, now)
         return run_of(claimed), starts_now
 
     async def begin_run(self, run_id: str, epoch: int, max_attempts: int) -> tuple[bool, str]:
@@ -207,11 +212,7 @@ class LeaseStore:
                 )
                 .values(status=RUNNING, updated_at=now)
             )
-            await conn.execute(
-                update(threads)
-                .where(threads.c.thread_id == row.thread_id)
-                .values(status=ThreadStatus.BUSY, updated_at=now)
-            )
+            await mark_busy(conn, row.thread_id, now)
         return True, ""
 
     async def renew_leases(
